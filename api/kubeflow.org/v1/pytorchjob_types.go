@@ -1,0 +1,119 @@
+package v1
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PyTorchJob replica types.
+const (
+	PyTorchJobReplicaTypeMaster ReplicaType = "Master"
+	PyTorchJobReplicaTypeWorker ReplicaType = "Worker"
+	PyTorchJobKind                          = "PyTorchJob"
+)
+
+// RDZVBackend is a torchrun rendezvous backend.
+// +kubebuilder:validation:Enum=c10d;etcd;etcd-v2
+type RDZVBackend string
+
+// RDZVConf is one key=value option of the rendezvous backend.
+type RDZVConf struct {
+	Key   string `json:"key,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// ElasticPolicy configures elastic (torchrun rendezvous) training.
+type ElasticPolicy struct {
+	// MinReplicas is the lower bound of workers; default maxReplicas, else Worker replicas.
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas is the upper bound of workers; default minReplicas, else Worker replicas.
+	// +optional
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+	// RDZVBackend is c10d (default), etcd or etcd-v2.
+	// +optional
+	RDZVBackend *RDZVBackend `json:"rdzvBackend,omitempty"`
+	// RDZVPort is the rendezvous port; default the Worker container's pytorchjob-port.
+	// +optional
+	RDZVPort *int32 `json:"rdzvPort,omitempty"`
+	// RDZVHost is the rendezvous host; default "<job>-worker-0".
+	// +optional
+	RDZVHost *string `json:"rdzvHost,omitempty"`
+	// RDZVID is the rendezvous id (PET_RDZV_ID).
+	// +optional
+	RDZVID *string `json:"rdzvId,omitempty"`
+	// RDZVConf are extra rendezvous options (PET_RDZV_CONF).
+	// +optional
+	RDZVConf []RDZVConf `json:"rdzvConf,omitempty"`
+	// Standalone starts a local rendezvous (PET_STANDALONE).
+	// +optional
+	Standalone *bool `json:"standalone,omitempty"`
+	// NProcPerNode is deprecated: use spec.nprocPerNode.
+	// +optional
+	NProcPerNode *int32 `json:"nProcPerNode,omitempty"`
+	// MaxRestarts is torchrun's --max-restarts (PET_MAX_RESTARTS).
+	// +optional
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+	// Metrics for a HorizontalPodAutoscaler of the Worker replicas.
+	// +optional
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+}
+
+// PyTorchJobSpec is the desired state of a PyTorch training job.
+type PyTorchJobSpec struct {
+	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
+	// +kubebuilder:validation:Optional
+	RunPolicy RunPolicy `json:"runPolicy"`
+
+	// ElasticPolicy makes the job elastic (torchrun rendezvous between minReplicas and maxReplicas).
+	// +optional
+	ElasticPolicy *ElasticPolicy `json:"elasticPolicy,omitempty"`
+
+	// PyTorchReplicaSpecs maps Master and Worker to their specs. Every container gets
+	// MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and torchrun's PET_* variables.
+	// +kubebuilder:validation:Required
+	PyTorchReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"pytorchReplicaSpecs"`
+
+	// NprocPerNode is the number of processes per node: "auto" (default), "cpu", "gpu" or a number.
+	// +optional
+	NprocPerNode *string `json:"nprocPerNode,omitempty"`
+}
+
+// PyTorchJob runs distributed PyTorch training: one pod and one headless service per replica.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.pytorchReplicaSpecs.Worker.replicas,statuspath=.status.replicaStatuses.Worker.active,selectorpath=.status.replicaStatuses.Worker.selector
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[-1:].type`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Workers-Active",type=integer,JSONPath=`.status.replicaStatuses.Worker.active`
+// +kubebuilder:printcolumn:name="Workers-Succeeded",type=integer,JSONPath=`.status.replicaStatuses.Worker.succeeded`
+// +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+type PyTorchJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the job.
+	// +optional
+	Spec PyTorchJobSpec `json:"spec,omitempty"`
+	// Status is the observed state of the job, written by kiln.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// PyTorchJobList is a list of PyTorchJobs.
+// +kubebuilder:object:root=true
+type PyTorchJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PyTorchJob `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&PyTorchJob{}, &PyTorchJobList{}) }
+
+func (j *PyTorchJob) GetRunPolicy() *RunPolicy                       { return &j.Spec.RunPolicy }
+func (j *PyTorchJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec  { return j.Spec.PyTorchReplicaSpecs }
+func (j *PyTorchJob) SetReplicaSpecs(m map[ReplicaType]*ReplicaSpec) { j.Spec.PyTorchReplicaSpecs = m }
+func (j *PyTorchJob) GetJobStatus() *JobStatus                       { return &j.Status }

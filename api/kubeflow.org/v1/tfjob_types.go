@@ -1,0 +1,83 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// TFJob replica types.
+const (
+	TFJobReplicaTypeChief     ReplicaType = "Chief"
+	TFJobReplicaTypeMaster    ReplicaType = "Master" // legacy alias of Chief
+	TFJobReplicaTypePS        ReplicaType = "PS"
+	TFJobReplicaTypeWorker    ReplicaType = "Worker"
+	TFJobReplicaTypeEval      ReplicaType = "Evaluator"
+	TFJobKind                             = "TFJob"
+)
+
+// SuccessPolicy says when a TFJob without a chief has succeeded.
+type SuccessPolicy string
+
+const (
+	// SuccessPolicyDefault: the job succeeds when worker 0 completes.
+	SuccessPolicyDefault SuccessPolicy = ""
+	// SuccessPolicyAllWorkers: the job succeeds when every worker completes.
+	SuccessPolicyAllWorkers SuccessPolicy = "AllWorkers"
+)
+
+// TFJobSpec is the desired state of a TensorFlow training job.
+type TFJobSpec struct {
+	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
+	// +kubebuilder:validation:Optional
+	RunPolicy RunPolicy `json:"runPolicy"`
+
+	// SuccessPolicy, for a job without Chief: "" (worker 0 completing ends the job) or "AllWorkers".
+	// +kubebuilder:validation:Enum="";AllWorkers
+	// +optional
+	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// TFReplicaSpecs maps a replica type (Chief, Master, PS, Worker, Evaluator) to its spec.
+	// Every pod gets TF_CONFIG describing the whole cluster when the job has more than one replica.
+	// +kubebuilder:validation:Required
+	TFReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"tfReplicaSpecs"`
+
+	// EnableDynamicWorker gives each pod a sparse TF_CONFIG (itself and the PS) and ignores worker
+	// failures, so workers can come and go.
+	// +optional
+	EnableDynamicWorker bool `json:"enableDynamicWorker,omitempty"`
+}
+
+// TFJob runs distributed TensorFlow training: one pod and one headless service per replica.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[-1:].type`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Workers-Active",type=integer,JSONPath=`.status.replicaStatuses.Worker.active`
+// +kubebuilder:printcolumn:name="Workers-Succeeded",type=integer,JSONPath=`.status.replicaStatuses.Worker.succeeded`
+// +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+type TFJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the job.
+	// +optional
+	Spec TFJobSpec `json:"spec,omitempty"`
+	// Status is the observed state of the job, written by kiln.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// TFJobList is a list of TFJobs.
+// +kubebuilder:object:root=true
+type TFJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TFJob `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&TFJob{}, &TFJobList{}) }
+
+func (j *TFJob) GetRunPolicy() *RunPolicy                       { return &j.Spec.RunPolicy }
+func (j *TFJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec  { return j.Spec.TFReplicaSpecs }
+func (j *TFJob) SetReplicaSpecs(m map[ReplicaType]*ReplicaSpec) { j.Spec.TFReplicaSpecs = m }
+func (j *TFJob) GetJobStatus() *JobStatus                       { return &j.Status }

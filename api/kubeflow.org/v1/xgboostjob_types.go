@@ -1,0 +1,60 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// XGBoostJob replica types.
+const (
+	XGBoostJobReplicaTypeMaster ReplicaType = "Master"
+	XGBoostJobReplicaTypeWorker ReplicaType = "Worker"
+	XGBoostJobKind                          = "XGBoostJob"
+)
+
+// XGBoostJobSpec is the desired state of an XGBoost training job.
+type XGBoostJobSpec struct {
+	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
+	// +kubebuilder:validation:Optional
+	RunPolicy RunPolicy `json:"runPolicy"`
+
+	// XGBReplicaSpecs maps Master (required, one replica) and Worker to their specs. Every
+	// container gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, WORKER_ADDRS and WORKER_PORT.
+	// +kubebuilder:validation:Required
+	XGBReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"xgbReplicaSpecs"`
+}
+
+// XGBoostJob runs distributed XGBoost training: one pod and one headless service per replica.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[-1:].type`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Workers-Active",type=integer,JSONPath=`.status.replicaStatuses.Worker.active`
+// +kubebuilder:printcolumn:name="Workers-Succeeded",type=integer,JSONPath=`.status.replicaStatuses.Worker.succeeded`
+// +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
+// +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+type XGBoostJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the job.
+	// +optional
+	Spec XGBoostJobSpec `json:"spec,omitempty"`
+	// Status is the observed state of the job, written by kiln.
+	// +optional
+	Status JobStatus `json:"status,omitempty"`
+}
+
+// XGBoostJobList is a list of XGBoostJobs.
+// +kubebuilder:object:root=true
+type XGBoostJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []XGBoostJob `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&XGBoostJob{}, &XGBoostJobList{}) }
+
+func (j *XGBoostJob) GetRunPolicy() *RunPolicy                       { return &j.Spec.RunPolicy }
+func (j *XGBoostJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec  { return j.Spec.XGBReplicaSpecs }
+func (j *XGBoostJob) SetReplicaSpecs(m map[ReplicaType]*ReplicaSpec) { j.Spec.XGBReplicaSpecs = m }
+func (j *XGBoostJob) GetJobStatus() *JobStatus                       { return &j.Status }

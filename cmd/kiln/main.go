@@ -1,0 +1,111 @@
+// Command kiln runs kiln's controller manager: `kiln manager [flags]`.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework/pytorch"
+	"github.com/kiln-ml/kiln/internal/manager"
+)
+
+const usage = `kiln runs machine-learning workloads on Kubernetes.
+
+Usage:
+  kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
+`
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		fmt.Print(usage)
+		return
+	}
+	switch os.Args[1] {
+	case "manager":
+		if err := runManager(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "kiln manager:", err)
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "kiln: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+}
+
+func runManager(args []string) error {
+	fs := flag.NewFlagSet("kiln manager", flag.ContinueOnError)
+	var o manager.Options
+	var kinds, namespaces, cleanPodPolicy, kubeconfig string
+	var qps float64
+	var burst int
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader through a Lease so only one replica reconciles")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "kiln.kiln.dev", "name of the leader-election Lease")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease; default the manager's own")
+	fs.StringVar(&namespaces, "namespaces", os.Getenv("KUBEFLOW_NAMESPACE"), "comma-separated namespaces to watch; empty: all")
+	fs.StringVar(&kinds, "kinds", "", "comma-separated job kinds to serve, of "+strings.Join(manager.KindNames(), ", ")+"; empty: all")
+	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
+	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
+	fs.StringVar(&cleanPodPolicy, "default-clean-pod-policy", string(kubeflowv1.CleanPodPolicyRunning), "runPolicy.cleanPodPolicy of jobs that set none: All, Running or None")
+	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
+	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
+	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	switch p := kubeflowv1.CleanPodPolicy(cleanPodPolicy); p {
+	case kubeflowv1.CleanPodPolicyAll, kubeflowv1.CleanPodPolicyRunning, kubeflowv1.CleanPodPolicyNone:
+		o.Engine.DefaultCleanPodPolicy = p
+	default:
+		return fmt.Errorf("--default-clean-pod-policy: %q is not one of All, Running, None", cleanPodPolicy)
+	}
+	o.Kinds = splitList(kinds)
+	o.Namespaces = splitList(namespaces)
+
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	mgr, err := manager.New(cfg, o)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		os.Setenv("KUBECONFIG", kubeconfig)
+	}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("finding the cluster: %w (pass --kubeconfig or set KUBECONFIG)", err)
+	}
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

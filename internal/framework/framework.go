@@ -1,0 +1,85 @@
+// Package framework defines what a training framework declares to the replica-job engine: its
+// kind, replica types, default container and port, the environment that tells each replica about
+// the cluster, and the rule that says when a job is running or has succeeded. The engine knows
+// nothing else about TensorFlow, PyTorch or XGBoost.
+package framework
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+)
+
+// Job is a kubeflow.org/v1 training job as the engine and frameworks see it.
+type Job interface {
+	client.Object
+	kubeflowv1.Job
+}
+
+// Framework is one kind of training job. Every field is required unless it says otherwise.
+type Framework struct {
+	// Kind is the API kind, e.g. "TFJob". Condition reasons are "<Kind><Reason>".
+	Kind string
+	// Name is the framework label of metrics, e.g. "tensorflow".
+	Name string
+	// ControllerName is the value of the training.kubeflow.org/operator-name label.
+	ControllerName string
+	// ReplicaTypes lists every valid replica type in its canonical spelling, in the fixed order
+	// in which the engine evaluates them.
+	ReplicaTypes []kubeflowv1.ReplicaType
+	// DefaultContainer is the container that receives the default port and whose exit code decides
+	// an ExitCode restart.
+	DefaultContainer string
+	// DefaultPortName and DefaultPort are added to the default container when it has no port of
+	// that name; the headless services expose the default container's ports.
+	DefaultPortName string
+	DefaultPort     int32
+	// DefaultRestartPolicy applies to replica specs that leave restartPolicy empty.
+	DefaultRestartPolicy kubeflowv1.RestartPolicy
+	// ScaleSelector sets replicaStatuses[*].selector, which the scale subresource reads.
+	ScaleSelector bool
+
+	// NewJob returns an empty job of this kind; NewJobList an empty list.
+	NewJob     func() Job
+	NewJobList func() client.ObjectList
+
+	// Default sets kind-specific defaults after the common ones. Optional.
+	Default func(job Job)
+	// SetClusterSpec adds to the pod template of replica (rtype, index) what tells it about the
+	// rest of the job: environment variables, init containers. It must be a pure function.
+	SetClusterSpec func(job Job, template *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error
+	// IsMasterRole says whether replica (rtype, index) gets the job-role=master label.
+	IsMasterRole func(job Job, rtype kubeflowv1.ReplicaType, index int) bool
+	// Outcome applies the framework's success and running rules to the replicas seen now.
+	Outcome func(job Job, replicas Replicas) Outcome
+	// IgnoresFailures says whether failed pods of rtype leave the job running (TensorFlow's
+	// dynamic workers). Optional.
+	IgnoresFailures func(job Job, rtype kubeflowv1.ReplicaType) bool
+	// FailedMessage is the Failed condition's message when n pods of rtype failed. Optional; the
+	// default is "<Kind> <name> is failed because <n> <rtype> replica(s) failed.".
+	FailedMessage func(job Job, rtype kubeflowv1.ReplicaType, n int32) string
+}
+
+// ReplicaCount is what the engine saw of one replica type's pods in this reconcile.
+type ReplicaCount struct {
+	// Replicas is the desired number of pods.
+	Replicas int32
+	// Active, Succeeded and Failed count pods by phase.
+	Active, Succeeded, Failed int32
+	// Index0Succeeded is true when the pod of index 0 succeeded and its default container exited 0.
+	Index0Succeeded bool
+}
+
+// Replicas maps each replica type of the job's spec to what was seen of it.
+type Replicas map[kubeflowv1.ReplicaType]ReplicaCount
+
+// Outcome is a framework's verdict on a job that has not failed.
+type Outcome struct {
+	// Succeeded ends the job successfully; Message is the Succeeded condition's message.
+	Succeeded bool
+	// Running means the replicas that drive the job are running; Message is the Running
+	// condition's message.
+	Running bool
+	Message string
+}

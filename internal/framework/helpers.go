@@ -1,0 +1,74 @@
+package framework
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+)
+
+// ReplicaName is the name of the pod and of the headless service of one replica:
+// "<job>-<lowercase replica type>-<index>", as Kubeflow names them.
+func ReplicaName(jobName string, rtype kubeflowv1.ReplicaType, index int) string {
+	n := jobName + "-" + strings.ToLower(string(rtype)) + "-" + strconv.Itoa(index)
+	return strings.ReplaceAll(n, "/", "-")
+}
+
+// NumReplicas is spec.replicas, 1 when unset (the engine defaults it anyway).
+func NumReplicas(spec *kubeflowv1.ReplicaSpec) int32 {
+	if spec == nil {
+		return 0
+	}
+	if spec.Replicas == nil {
+		return 1
+	}
+	return *spec.Replicas
+}
+
+// TotalReplicas sums the replicas of every spec of the job.
+func TotalReplicas(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) int32 {
+	var n int32
+	for _, s := range specs {
+		n += NumReplicas(s)
+	}
+	return n
+}
+
+// ContainerPort is the port named portName on the container named container in spec's template,
+// or def when there is none.
+func ContainerPort(spec *kubeflowv1.ReplicaSpec, container, portName string, def int32) int32 {
+	if spec == nil {
+		return def
+	}
+	for _, c := range spec.Template.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		for _, p := range c.Ports {
+			if p.Name == portName {
+				return p.ContainerPort
+			}
+		}
+	}
+	return def
+}
+
+// AppendEnv appends env to every container of the template, or only to the container named
+// only when only is not empty. User-set variables come first, as in Kubeflow.
+func AppendEnv(t *corev1.PodTemplateSpec, only string, env ...corev1.EnvVar) {
+	for i := range t.Spec.Containers {
+		c := &t.Spec.Containers[i]
+		if only != "" && c.Name != only {
+			continue
+		}
+		c.Env = append(c.Env, env...)
+		if only != "" {
+			return
+		}
+	}
+}
+
+// Env is a shorthand for a plain name=value variable.
+func Env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }

@@ -1,0 +1,121 @@
+// Package pytorch is the PyTorchJob framework: torchrun's environment (MASTER_*, WORLD_SIZE,
+// RANK, PET_*), elastic rendezvous, the wait-for-master init container and the master-or-workers
+// success rule.
+package pytorch
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+const (
+	// ContainerName is the container that gets the default port.
+	ContainerName = "pytorch"
+	// PortName and Port are the default port of the pytorch container.
+	PortName = "pytorchjob-port"
+	Port     = 23456
+	// DefaultInitContainerImage runs the workers' wait-for-master init container.
+	DefaultInitContainerImage = "alpine:3.10"
+	// DefaultInitContainerMaxTries is how many times, 2 s apart, a worker looks up the master.
+	DefaultInitContainerMaxTries = 100
+)
+
+// Config holds the operator-level settings of the PyTorch framework.
+type Config struct {
+	// InitContainerImage is the image of the workers' init-pytorch container.
+	InitContainerImage string
+	// InitContainerMaxTries bounds the init container's wait for the master's DNS name.
+	InitContainerMaxTries int
+}
+
+// New returns the PyTorchJob framework.
+func New(cfg Config) framework.Framework {
+	if cfg.InitContainerImage == "" {
+		cfg.InitContainerImage = DefaultInitContainerImage
+	}
+	if cfg.InitContainerMaxTries <= 0 {
+		cfg.InitContainerMaxTries = DefaultInitContainerMaxTries
+	}
+	return framework.Framework{
+		Kind:                 kubeflowv1.PyTorchJobKind,
+		Name:                 "pytorch",
+		ControllerName:       "pytorchjob-controller",
+		ReplicaTypes:         []kubeflowv1.ReplicaType{kubeflowv1.PyTorchJobReplicaTypeMaster, kubeflowv1.PyTorchJobReplicaTypeWorker},
+		DefaultContainer:     ContainerName,
+		DefaultPortName:      PortName,
+		DefaultPort:          Port,
+		DefaultRestartPolicy: kubeflowv1.RestartPolicyOnFailure,
+		ScaleSelector:        true,
+		NewJob:               func() framework.Job { return &kubeflowv1.PyTorchJob{} },
+		NewJobList:           func() client.ObjectList { return &kubeflowv1.PyTorchJobList{} },
+		Default:              func(job framework.Job) { setDefaults(pyTorchJob(job)) },
+		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
+			return setClusterSpec(cfg, pyTorchJob(job), t, rtype, index)
+		},
+		IsMasterRole: func(job framework.Job, rtype kubeflowv1.ReplicaType, index int) bool {
+			if hasMaster(pyTorchJob(job)) {
+				return rtype == kubeflowv1.PyTorchJobReplicaTypeMaster
+			}
+			return rtype == kubeflowv1.PyTorchJobReplicaTypeWorker && index == 0
+		},
+		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
+			return outcome(pyTorchJob(job), replicas)
+		},
+	}
+}
+
+func pyTorchJob(job framework.Job) *kubeflowv1.PyTorchJob { return job.(*kubeflowv1.PyTorchJob) }
+
+func hasMaster(job *kubeflowv1.PyTorchJob) bool {
+	return job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster] != nil
+}
+
+// setDefaults fills the elastic bounds from each other (or from the Worker replicas) and
+// nprocPerNode with "auto", as Kubeflow does.
+func setDefaults(job *kubeflowv1.PyTorchJob) {
+	if ep := job.Spec.ElasticPolicy; ep != nil {
+		workers := framework.NumReplicas(job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker])
+		switch {
+		case ep.MinReplicas == nil && ep.MaxReplicas == nil:
+			ep.MinReplicas, ep.MaxReplicas = ptr(workers), ptr(workers)
+		case ep.MinReplicas == nil:
+			ep.MinReplicas = ptr(*ep.MaxReplicas)
+		case ep.MaxReplicas == nil:
+			ep.MaxReplicas = ptr(*ep.MinReplicas)
+		}
+	}
+	if job.Spec.NprocPerNode == nil && (job.Spec.ElasticPolicy == nil || job.Spec.ElasticPolicy.NProcPerNode == nil) {
+		auto := "auto"
+		job.Spec.NprocPerNode = &auto
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// outcome: the master drives the job when there is one; otherwise every worker must succeed,
+// or, for an elastic job, any one of them.
+func outcome(job *kubeflowv1.PyTorchJob, replicas framework.Replicas) framework.Outcome {
+	if m, ok := replicas[kubeflowv1.PyTorchJobReplicaTypeMaster]; ok {
+		switch {
+		case m.Replicas > 0 && m.Succeeded >= m.Replicas:
+			return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PyTorchJob %s is successfully completed.", job.Name)}
+		case m.Active > 0:
+			return framework.Outcome{Running: true, Message: fmt.Sprintf("PyTorchJob %s is running.", job.Name)}
+		}
+		return framework.Outcome{}
+	}
+	key := job.Namespace + "/" + job.Name
+	w := replicas[kubeflowv1.PyTorchJobReplicaTypeWorker]
+	switch {
+	case w.Replicas > 0 && w.Succeeded >= w.Replicas, job.Spec.ElasticPolicy != nil && w.Succeeded > 0:
+		return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PyTorchJob %s successfully completed.", key)}
+	case w.Active > 0:
+		return framework.Outcome{Running: true, Message: fmt.Sprintf("PyTorchJob %s is running.", key)}
+	}
+	return framework.Outcome{}
+}

@@ -1,0 +1,157 @@
+// Package manager assembles kiln's controller manager: the scheme, a cache that holds only what
+// kiln owns, and one replica-job reconciler per enabled framework.
+package manager
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/framework/pytorch"
+	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
+	"github.com/kiln-ml/kiln/internal/framework/xgboost"
+	"github.com/kiln-ml/kiln/internal/replicajob"
+)
+
+// Options are the manager's settings; cmd/kiln fills them from flags, tests directly.
+type Options struct {
+	MetricsAddr, ProbeAddr string
+	LeaderElection         bool
+	LeaderElectionID       string
+	LeaderElectionNS       string
+	// Namespaces limits what kiln watches; empty means all namespaces.
+	Namespaces []string
+	// Kinds lists the enabled job kinds, lowercase (tfjob, pytorchjob, xgboostjob); empty: all.
+	Kinds   []string
+	Workers int
+	Engine  replicajob.Options
+	// ClusterDomain is appended to TF_CONFIG hosts (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
+	ClusterDomain string
+	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container.
+	PyTorchInitImage string
+}
+
+// Frameworks returns the frameworks kiln serves, keyed by lowercase kind.
+func Frameworks(o Options) map[string]framework.Framework {
+	return map[string]framework.Framework{
+		"tfjob":      tensorflow.New(tensorflow.Config{ClusterDomain: o.ClusterDomain}),
+		"pytorchjob": pytorch.New(pytorch.Config{InitContainerImage: o.PyTorchInitImage}),
+		"xgboostjob": xgboost.New(),
+	}
+}
+
+// KindNames lists the kinds that --kinds accepts.
+func KindNames() []string {
+	names := make([]string, 0, 3)
+	for k := range Frameworks(Options{}) {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the manager with a reconciler for every enabled kind.
+func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	frameworks, err := enabled(o)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := kubeflowv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOptions(o.Namespaces, frameworks),
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	for _, fw := range frameworks {
+		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, o.Engine)
+		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches are not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func enabled(o Options) ([]framework.Framework, error) {
+	all := Frameworks(o)
+	kinds := o.Kinds
+	if len(kinds) == 0 {
+		kinds = KindNames()
+	}
+	var out []framework.Framework
+	for _, k := range kinds {
+		fw, ok := all[strings.ToLower(k)]
+		if !ok {
+			return nil, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
+		}
+		out = append(out, fw)
+	}
+	return out, nil
+}
+
+// cacheOptions keep the informers small: pods and services only when they carry the
+// operator-name label of an enabled kind (DECISIONS #12), and no managedFields on anything.
+func cacheOptions(namespaces []string, frameworks []framework.Framework) cache.Options {
+	names := make([]string, 0, len(frameworks))
+	for _, fw := range frameworks {
+		names = append(names, fw.ControllerName)
+	}
+	slices.Sort(names)
+	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
+	if err != nil {
+		panic(err) // controller names are constants and valid label values
+	}
+	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	opts := cache.Options{
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: owned, &corev1.Service{}: owned},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}

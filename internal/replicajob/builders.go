@@ -1,0 +1,129 @@
+package replicajob
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// Annotations on a replica's service that carry its retry history across pod recreations, so
+// that backoffLimit survives operator restarts (the pods that failed are gone).
+const (
+	// AnnotationRestarts counts the retries of this replica index: recreated pods plus the
+	// in-place container restarts of pods since replaced.
+	AnnotationRestarts = "kiln.dev/restarts"
+	// AnnotationRestartedPod is the UID of the last pod counted into AnnotationRestarts; it makes
+	// counting a failed pod idempotent.
+	AnnotationRestartedPod = "kiln.dev/restarted-pod"
+)
+
+// jobLabels select every pod and service of a job.
+func jobLabels(fw framework.Framework, job framework.Job) map[string]string {
+	return map[string]string{
+		kubeflowv1.LabelOperatorName: fw.ControllerName,
+		kubeflowv1.LabelJobName:      strings.ReplaceAll(job.GetName(), "/", "-"),
+	}
+}
+
+// replicaLabels select the pod and service of one replica: the job's labels plus type and index.
+func replicaLabels(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, index int) map[string]string {
+	l := jobLabels(fw, job)
+	l[kubeflowv1.LabelReplicaType] = strings.ToLower(string(rtype))
+	l[kubeflowv1.LabelReplicaIndex] = strconv.Itoa(index)
+	return l
+}
+
+// typeSelector is the selector of one replica type's pods, which the scale subresource reports.
+func typeSelector(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType) string {
+	l := jobLabels(fw, job)
+	l[kubeflowv1.LabelReplicaType] = strings.ToLower(string(rtype))
+	return labels.FormatLabels(l)
+}
+
+func controllerRef(fw framework.Framework, job framework.Job) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion: kubeflowv1.GroupVersion.String(), Kind: fw.Kind,
+		Name: job.GetName(), UID: job.GetUID(),
+		Controller: &yes, BlockOwnerDeletion: &yes,
+	}
+}
+
+// desiredPod is the pod of replica (rtype, index): the replica template with the job's labels
+// written over the template's, the framework's cluster environment, and the replica's restart
+// policy (ExitCode restarts are kiln's, so the kubelet is told Never).
+func desiredPod(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, index int) (*corev1.Pod, error) {
+	spec := job.GetReplicaSpecs()[rtype]
+	t := spec.Template.DeepCopy()
+	if err := fw.SetClusterSpec(job, t, rtype, index); err != nil {
+		return nil, fmt.Errorf("building pod %s: %w", framework.ReplicaName(job.GetName(), rtype, index), err)
+	}
+	podLabels := make(map[string]string, len(t.Labels)+5)
+	for k, v := range t.Labels {
+		podLabels[k] = v
+	}
+	for k, v := range replicaLabels(fw, job, rtype, index) {
+		podLabels[k] = v
+	}
+	if fw.IsMasterRole(job, rtype, index) {
+		podLabels[kubeflowv1.LabelJobRole] = kubeflowv1.JobRoleMaster
+	}
+	t.Spec.RestartPolicy = corev1.RestartPolicy(spec.RestartPolicy)
+	if spec.RestartPolicy == kubeflowv1.RestartPolicyExitCode {
+		t.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            framework.ReplicaName(job.GetName(), rtype, index),
+			Namespace:       job.GetNamespace(),
+			Labels:          podLabels,
+			Annotations:     t.Annotations,
+			Finalizers:      t.Finalizers,
+			OwnerReferences: []metav1.OwnerReference{controllerRef(fw, job)},
+		},
+		Spec: t.Spec,
+	}, nil
+}
+
+// desiredService is the headless service of replica (rtype, index). It exposes every port of the
+// default container in the container's order (DECISIONS #11).
+func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, index int) *corev1.Service {
+	var ports []corev1.ServicePort
+	podSpec := &job.GetReplicaSpecs()[rtype].Template.Spec
+	if i := defaultContainerIndex(fw, podSpec); i >= 0 {
+		for _, p := range podSpec.Containers[i].Ports {
+			ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort})
+		}
+	}
+	l := replicaLabels(fw, job, rtype, index)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            framework.ReplicaName(job.GetName(), rtype, index),
+			Namespace:       job.GetNamespace(),
+			Labels:          l,
+			OwnerReferences: []metav1.OwnerReference{controllerRef(fw, job)},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: l, Ports: ports},
+	}
+}
+
+// defaultContainerIndex is the container named like the framework's default container, else the
+// first one (which then received the default port), or -1 for a template without containers.
+func defaultContainerIndex(fw framework.Framework, spec *corev1.PodSpec) int {
+	for i, c := range spec.Containers {
+		if c.Name == fw.DefaultContainer {
+			return i
+		}
+	}
+	if len(spec.Containers) > 0 {
+		return 0
+	}
+	return -1
+}

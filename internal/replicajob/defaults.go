@@ -1,0 +1,78 @@
+package replicajob
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// Default fills in what a user may leave out. It runs in the defaulting webhook (persisted) and
+// again in memory at every reconcile, so behaviour is the same with or without webhooks
+// (DECISIONS #1). cleanPodPolicy is the operator's default for runPolicy.cleanPodPolicy.
+func Default(fw framework.Framework, job framework.Job, cleanPodPolicy kubeflowv1.CleanPodPolicy) {
+	rp := job.GetRunPolicy()
+	if rp.CleanPodPolicy == nil {
+		p := cleanPodPolicy
+		rp.CleanPodPolicy = &p
+	}
+	job.SetReplicaSpecs(canonicalTypes(fw, job.GetReplicaSpecs()))
+	for _, spec := range job.GetReplicaSpecs() {
+		if spec == nil {
+			continue
+		}
+		if spec.Replicas == nil {
+			one := int32(1)
+			spec.Replicas = &one
+		}
+		if spec.RestartPolicy == "" {
+			spec.RestartPolicy = fw.DefaultRestartPolicy
+		}
+		setDefaultPort(fw, &spec.Template.Spec)
+	}
+	if fw.Default != nil {
+		fw.Default(job)
+	}
+}
+
+// canonicalTypes spells replica-type keys as the framework does ("worker" and "WORKER" become
+// "Worker"); unknown types are kept as written, for validation to name them.
+func canonicalTypes(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec {
+	if specs == nil {
+		return nil
+	}
+	out := make(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, len(specs))
+	for k, v := range specs {
+		out[CanonicalType(fw, k)] = v
+	}
+	return out
+}
+
+// CanonicalType is the framework's spelling of a replica type matched case-insensitively, or
+// rtype itself when the framework has no such type.
+func CanonicalType(fw framework.Framework, rtype kubeflowv1.ReplicaType) kubeflowv1.ReplicaType {
+	for _, t := range fw.ReplicaTypes {
+		if strings.EqualFold(string(t), string(rtype)) {
+			return t
+		}
+	}
+	return rtype
+}
+
+// setDefaultPort adds the framework's default port to the default container (or the first
+// container when none has the default name) unless a port of that name exists.
+func setDefaultPort(fw framework.Framework, spec *corev1.PodSpec) {
+	idx := defaultContainerIndex(fw, spec)
+	if idx < 0 {
+		return
+	}
+	c := &spec.Containers[idx]
+	for _, p := range c.Ports {
+		if p.Name == fw.DefaultPortName {
+			return
+		}
+	}
+	c.Ports = append(c.Ports, corev1.ContainerPort{Name: fw.DefaultPortName, ContainerPort: fw.DefaultPort})
+}

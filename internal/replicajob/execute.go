@@ -1,0 +1,144 @@
+package replicajob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// execute carries out a plan's writes to pods and services: restart marks first (a failed pod's
+// retry must be recorded before the pod goes), then deletions, then creations, each group
+// concurrently. It returns the events that tell what was done and the first error.
+func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
+	r.expect.expect(key, uid, p, r.clock.Now())
+	var errs []error
+	for _, m := range p.MarkRestarts {
+		if err := r.markRestart(ctx, m); err != nil {
+			errs = append(errs, err)
+			// Without the mark the pod's failure would be forgotten: keep the pod for the next try.
+			p.DeletePods = without(p.DeletePods, m.PodUID)
+			r.expect.failed(key, "", types.UID(m.PodUID))
+		}
+	}
+	var events []Event
+	del := func(kind string, objs []client.Object) {
+		done, err := r.parallel(objs, func(o client.Object) error {
+			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			if err != nil {
+				r.expect.failed(key, "", o.GetUID())
+			}
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // gone already, or replaced by a newer object of the same name
+			}
+			return err
+		})
+		events = append(events, summarize("SuccessfulDelete", "FailedDelete", "Deleted", "deleting", kind, done, err)...)
+		errs = append(errs, err)
+	}
+	create := func(kind string, objs []client.Object) {
+		done, err := r.parallel(objs, func(o client.Object) error {
+			err := r.client.Create(ctx, o)
+			if err != nil {
+				r.expect.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")
+			}
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%s %s already exists and is not controlled by this job: delete or rename it", strings.ToLower(kind), o.GetName())
+			}
+			return err
+		})
+		events = append(events, summarize("SuccessfulCreate", "FailedCreate", "Created", "creating", kind, done, err)...)
+		errs = append(errs, err)
+	}
+	del("Pod", objects(p.DeletePods))
+	del("Service", objects(p.DeleteServices))
+	create("Service", objects(p.CreateServices))
+	create("Pod", objects(p.CreatePods))
+	return events, errors.Join(errs...)
+}
+
+func (r *Reconciler) markRestart(ctx context.Context, m restartMark) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+		AnnotationRestarts, strconv.Itoa(int(m.Restarts)), AnnotationRestartedPod, m.PodUID)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Service.Name, Namespace: m.Service.Namespace}}
+	if err := r.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("recording the restart of pod %s on service %s: %w", m.Service.Name, m.Service.Name, err)
+	}
+	return nil
+}
+
+// parallel runs fn on every object with at most Options.Parallelism calls in flight and returns
+// the names it succeeded on, in input order, and the joined errors.
+func (r *Reconciler) parallel(objs []client.Object, fn func(client.Object) error) ([]string, error) {
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	errs := make([]error, len(objs))
+	sem := make(chan struct{}, max(1, r.opts.Parallelism))
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(o)
+		})
+	}
+	wg.Wait()
+	var done []string
+	for i, o := range objs {
+		if errs[i] == nil {
+			done = append(done, o.GetName())
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// summarize turns a batch of writes into at most two events, in Kubeflow's reasons
+// (SuccessfulCreatePod "Created pod: x"), one per batch rather than one per object.
+func summarize(okReason, failReason, verb, gerund, kind string, done []string, err error) []Event {
+	var events []Event
+	switch {
+	case len(done) == 1:
+		events = append(events, Event{corev1.EventTypeNormal, okReason + kind, fmt.Sprintf("%s %s: %s", verb, strings.ToLower(kind), done[0])})
+	case len(done) > 1:
+		names := done
+		more := ""
+		if len(names) > 10 {
+			names, more = names[:10], fmt.Sprintf(" and %d more", len(done)-10)
+		}
+		events = append(events, Event{corev1.EventTypeNormal, okReason + kind,
+			fmt.Sprintf("%s %d %ss: %s%s", verb, len(done), strings.ToLower(kind), strings.Join(names, ", "), more)})
+	}
+	if err != nil {
+		events = append(events, Event{corev1.EventTypeWarning, failReason + kind, fmt.Sprintf("Error %s %s: %v", gerund, strings.ToLower(kind), err)})
+	}
+	return events
+}
+
+func objects[T client.Object](in []T) []client.Object {
+	out := make([]client.Object, len(in))
+	for i, o := range in {
+		out[i] = o
+	}
+	return out
+}
+
+func without(pods []*corev1.Pod, uid string) []*corev1.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if string(p.UID) != uid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

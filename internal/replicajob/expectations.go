@@ -1,0 +1,125 @@
+package replicajob
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// expectationsTimeout bounds how long a job waits for the cache to show its own writes; past it
+// (say, a pod created and deleted by someone else before the cache saw it) the job goes on.
+const expectationsTimeout = 2 * time.Minute
+
+// expectations remember, per job, the writes whose effect the informer cache has not shown yet.
+// A job is not planned again until the cache reflects them: planning from a stale cache could
+// count a replaced pod twice or miss a restart. Deterministic names make a second create of the
+// same replica fail with AlreadyExists anyway; expectations keep the counting right.
+type expectations struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]*pending
+}
+
+type pending struct {
+	uid      types.UID
+	since    time.Time
+	creates  map[string]bool    // "pod/<name>" or "service/<name>"
+	deletes  map[types.UID]bool // pods and services
+	restarts map[string]string  // service name -> AnnotationRestartedPod value written
+}
+
+func newExpectations() *expectations {
+	return &expectations{jobs: map[types.NamespacedName]*pending{}}
+}
+
+// expect records the writes of a plan before they are made.
+func (e *expectations) expect(key types.NamespacedName, uid types.UID, p *Plan, now time.Time) {
+	w := &pending{uid: uid, since: now, creates: map[string]bool{}, deletes: map[types.UID]bool{}, restarts: map[string]string{}}
+	for _, pod := range p.CreatePods {
+		w.creates["pod/"+pod.Name] = true
+	}
+	for _, svc := range p.CreateServices {
+		w.creates["service/"+svc.Name] = true
+	}
+	for _, pod := range p.DeletePods {
+		w.deletes[pod.UID] = true
+	}
+	for _, svc := range p.DeleteServices {
+		w.deletes[svc.UID] = true
+	}
+	for _, m := range p.MarkRestarts {
+		w.restarts[m.Service.Name] = m.PodUID
+	}
+	if len(w.creates)+len(w.deletes)+len(w.restarts) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.jobs[key] = w
+}
+
+// failed forgets an expectation whose write did not happen.
+func (e *expectations) failed(key types.NamespacedName, create string, deleted types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w := e.jobs[key]; w != nil {
+		forgetWrite(w, create, deleted)
+	}
+}
+
+func forgetWrite(w *pending, create string, uid types.UID) {
+	if create != "" {
+		delete(w.creates, create)
+	}
+	if uid != "" {
+		delete(w.deletes, uid)
+	}
+}
+
+// satisfied reports whether the cache shows every write recorded for the job (with this UID).
+func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.jobs[key]
+	if w == nil {
+		return true
+	}
+	if w.uid != uid || now.Sub(w.since) > expectationsTimeout {
+		delete(e.jobs, key)
+		return true
+	}
+	seen := map[types.UID]bool{}
+	for _, p := range pods {
+		delete(w.creates, "pod/"+p.Name)
+		if p.DeletionTimestamp == nil {
+			seen[p.UID] = true
+		}
+	}
+	for _, s := range services {
+		delete(w.creates, "service/"+s.Name)
+		if s.DeletionTimestamp == nil {
+			seen[s.UID] = true
+		}
+		if uid, ok := w.restarts[s.Name]; ok && s.Annotations[AnnotationRestartedPod] == uid {
+			delete(w.restarts, s.Name)
+		}
+	}
+	for uid := range w.deletes {
+		if !seen[uid] {
+			delete(w.deletes, uid)
+		}
+	}
+	if len(w.creates)+len(w.deletes)+len(w.restarts) > 0 {
+		return false
+	}
+	delete(e.jobs, key)
+	return true
+}
+
+// forget drops what is recorded for a job that is gone.
+func (e *expectations) forget(key types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.jobs, key)
+}

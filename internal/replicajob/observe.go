@@ -1,0 +1,119 @@
+package replicajob
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// exitCodeUnknown stands for a failed pod whose default container never terminated (evicted,
+// deleted with its node): the failure is not the program's, so ExitCode treats it as retryable.
+const exitCodeUnknown = 0xbeef
+
+// children are a job's pods and services as the cache shows them now, by replica type and index.
+// Objects whose type the spec no longer has, or whose index label is unreadable, are strays.
+type children struct {
+	pods        map[kubeflowv1.ReplicaType]map[int]*corev1.Pod
+	services    map[kubeflowv1.ReplicaType]map[int]*corev1.Service
+	strayPods   []*corev1.Pod
+	strayServes []*corev1.Service
+}
+
+func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service) children {
+	c := children{
+		pods:     map[kubeflowv1.ReplicaType]map[int]*corev1.Pod{},
+		services: map[kubeflowv1.ReplicaType]map[int]*corev1.Service{},
+	}
+	byLower := map[string]kubeflowv1.ReplicaType{}
+	for rtype := range job.GetReplicaSpecs() {
+		byLower[string(toLower(rtype))] = rtype
+		c.pods[rtype] = map[int]*corev1.Pod{}
+		c.services[rtype] = map[int]*corev1.Service{}
+	}
+	for _, p := range pods {
+		rtype, index, ok := replicaOf(byLower, p.Labels)
+		if !ok {
+			c.strayPods = append(c.strayPods, p)
+			continue
+		}
+		c.pods[rtype][index] = p
+	}
+	for _, s := range services {
+		rtype, index, ok := replicaOf(byLower, s.Labels)
+		if !ok {
+			c.strayServes = append(c.strayServes, s)
+			continue
+		}
+		c.services[rtype][index] = s
+	}
+	return c
+}
+
+func replicaOf(byLower map[string]kubeflowv1.ReplicaType, l map[string]string) (kubeflowv1.ReplicaType, int, bool) {
+	rtype, ok := byLower[l[kubeflowv1.LabelReplicaType]]
+	if !ok {
+		return "", 0, false
+	}
+	index, err := strconv.Atoi(l[kubeflowv1.LabelReplicaIndex])
+	if err != nil || index < 0 {
+		return "", 0, false
+	}
+	return rtype, index, true
+}
+
+func toLower(rtype kubeflowv1.ReplicaType) kubeflowv1.ReplicaType {
+	b := []byte(rtype)
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			b[i] = ch + 'a' - 'A'
+		}
+	}
+	return kubeflowv1.ReplicaType(b)
+}
+
+// exitCode is the exit code of the pod's default container, or exitCodeUnknown.
+func exitCode(fw framework.Framework, pod *corev1.Pod) int32 {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == fw.DefaultContainer && s.State.Terminated != nil {
+			return s.State.Terminated.ExitCode
+		}
+	}
+	return exitCodeUnknown
+}
+
+// containerRestarts is how often the kubelet restarted the pod's containers in place.
+func containerRestarts(pod *corev1.Pod) int32 {
+	var n int32
+	for _, s := range pod.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	for _, s := range pod.Status.InitContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// isRetryable says whether a failed pod is recreated under the replica's restart policy: always
+// for OnFailure and Always, for ExitCode when the main container was killed by a signal (128+)
+// or never terminated at all.
+func isRetryable(fw framework.Framework, policy kubeflowv1.RestartPolicy, pod *corev1.Pod) bool {
+	switch policy {
+	case kubeflowv1.RestartPolicyOnFailure, kubeflowv1.RestartPolicyAlways:
+		return true
+	case kubeflowv1.RestartPolicyExitCode:
+		return exitCode(fw, pod) >= 128
+	}
+	return false
+}
+
+// serviceRestarts reads the retry history a service carries and the pod it last counted.
+func serviceRestarts(svc *corev1.Service) (int32, string) {
+	if svc == nil {
+		return 0, ""
+	}
+	n, _ := strconv.Atoi(svc.Annotations[AnnotationRestarts])
+	return int32(n), svc.Annotations[AnnotationRestartedPod]
+}

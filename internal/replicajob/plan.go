@@ -1,0 +1,402 @@
+package replicajob
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// Plan is everything one reconcile decides, computed without any client call from the job and
+// the children seen now. The reconciler carries it out: writes first, then the status, then events.
+type Plan struct {
+	Status kubeflowv1.JobStatus
+
+	CreatePods     []*corev1.Pod
+	DeletePods     []*corev1.Pod
+	CreateServices []*corev1.Service
+	DeleteServices []*corev1.Service
+	// MarkRestarts are services whose retry history must be written before their failed pod is
+	// deleted (see AnnotationRestarts).
+	MarkRestarts []restartMark
+	// DeleteJob is set when the job's TTL after finishing has expired.
+	DeleteJob bool
+	// Events are emitted once the status write succeeded.
+	Events []Event
+	// RequeueAfter is when time alone changes something: the active deadline or the TTL.
+	RequeueAfter time.Duration
+}
+
+// Event is a Kubernetes event on the job.
+type Event struct {
+	Type, Reason, Message string
+}
+
+type restartMark struct {
+	Service  *corev1.Service
+	Restarts int32
+	PodUID   string
+}
+
+// failedPod is a failed pod seen in this reconcile.
+type failedPod struct {
+	rtype    kubeflowv1.ReplicaType
+	pod      *corev1.Pod
+	svc      *corev1.Service
+	restarts int32 // the index's retries including this failure
+	counted  bool  // its service already counts this failure
+}
+
+// planner holds the inputs and the plan under construction.
+type planner struct {
+	fw   framework.Framework
+	job  framework.Job
+	now  metav1.Time
+	kids children
+	plan *Plan
+}
+
+// plan decides one reconcile of a defaulted job, given its children seen now.
+func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (*Plan, error) {
+	p := &planner{
+		fw: fw, job: job, now: metav1.NewTime(now),
+		kids: groupChildren(fw, job, pods, services),
+		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
+	}
+	p.setCondition(kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
+	switch {
+	case isFinished(&p.plan.Status):
+		p.finished()
+	case isSuspended(job):
+		p.suspend()
+	default:
+		if err := p.active(); err != nil {
+			return nil, err
+		}
+	}
+	return p.plan, nil
+}
+
+func isSuspended(job framework.Job) bool {
+	s := job.GetRunPolicy().Suspend
+	return s != nil && *s
+}
+
+// setCondition records a condition and, when it is a transition worth telling, its event.
+func (p *planner) setCondition(t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
+	c := kubeflowv1.JobCondition{Type: t, Status: status, Reason: p.fw.Kind + reason, Message: msg}
+	if !setCondition(&p.plan.Status, c, p.now) {
+		return
+	}
+	switch {
+	case t == kubeflowv1.JobCreated || (t == kubeflowv1.JobRunning && status == corev1.ConditionFalse):
+	case t == kubeflowv1.JobFailed || t == kubeflowv1.JobRestarting:
+		p.event(corev1.EventTypeWarning, c.Reason, msg)
+	default:
+		p.event(corev1.EventTypeNormal, c.Reason, msg)
+	}
+}
+
+func (p *planner) event(typ, reason, msg string) {
+	p.plan.Events = append(p.plan.Events, Event{Type: typ, Reason: reason, Message: msg})
+}
+
+// active plans a job that runs: pods and services for every replica index, restarts of failed
+// pods, and the verdict of the framework's rules, backoffLimit and activeDeadlineSeconds.
+func (p *planner) active() error {
+	st := &p.plan.Status
+	if c := getCondition(st, kubeflowv1.JobSuspended); c != nil && c.Status == corev1.ConditionTrue {
+		p.setCondition(kubeflowv1.JobSuspended, corev1.ConditionFalse, "Resumed", fmt.Sprintf("%s %s is resumed.", p.fw.Kind, p.job.GetName()))
+		st.StartTime = &p.now
+	}
+	if st.StartTime == nil {
+		st.StartTime = &p.now
+	}
+	p.deleteStrays()
+	replicas := framework.Replicas{}
+	var failed []failedPod
+	var retries int32
+	for _, rtype := range p.specTypes() {
+		count, f, r, err := p.replicaType(rtype)
+		if err != nil {
+			return err
+		}
+		replicas[rtype] = count
+		failed = append(failed, f...)
+		retries += r
+	}
+	p.setReplicaStatuses(replicas)
+	p.verdict(replicas, failed, retries)
+	return nil
+}
+
+// specTypes are the replica types of the job's spec, in the framework's fixed order.
+func (p *planner) specTypes() []kubeflowv1.ReplicaType {
+	specs := p.job.GetReplicaSpecs()
+	types := make([]kubeflowv1.ReplicaType, 0, len(specs))
+	for _, t := range p.fw.ReplicaTypes {
+		if specs[t] != nil {
+			types = append(types, t)
+		}
+	}
+	return types
+}
+
+// replicaType creates what is missing of one replica type, deletes what is beyond its replicas
+// (scale-down), counts its pods and collects its failed ones.
+func (p *planner) replicaType(rtype kubeflowv1.ReplicaType) (framework.ReplicaCount, []failedPod, int32, error) {
+	spec := p.job.GetReplicaSpecs()[rtype]
+	n := int(framework.NumReplicas(spec))
+	count := framework.ReplicaCount{Replicas: int32(n)}
+	for index, pod := range p.kids.pods[rtype] {
+		if index >= n {
+			p.deletePod(pod)
+		}
+	}
+	for index, svc := range p.kids.services[rtype] {
+		if index >= n {
+			p.deleteService(svc)
+		}
+	}
+	var failed []failedPod
+	var retries int32
+	for index := range n {
+		svc := p.kids.services[rtype][index]
+		if svc == nil {
+			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
+		}
+		pod := p.kids.pods[rtype][index]
+		if pod == nil {
+			desired, err := desiredPod(p.fw, p.job, rtype, index)
+			if err != nil {
+				return count, nil, 0, err
+			}
+			p.plan.CreatePods = append(p.plan.CreatePods, desired)
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		restarts, countedUID := serviceRestarts(svc)
+		counted := countedUID == string(pod.UID)
+		if !counted {
+			restarts += containerRestarts(pod)
+		}
+		retries += restarts
+		switch pod.Status.Phase {
+		case corev1.PodRunning:
+			count.Active++
+		case corev1.PodSucceeded:
+			count.Succeeded++
+			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(p.fw, pod) == 0)
+		case corev1.PodFailed:
+			count.Failed++
+			failed = append(failed, failedPod{rtype: rtype, pod: pod, svc: svc, restarts: restarts, counted: counted})
+		}
+	}
+	return count, failed, retries, nil
+}
+
+// verdict decides, in a fixed order, whether the job succeeded, failed, restarts or runs.
+func (p *planner) verdict(replicas framework.Replicas, failed []failedPod, retries int32) {
+	rp := p.job.GetRunPolicy()
+	specs := p.job.GetReplicaSpecs()
+	outcome := p.fw.Outcome(p.job, replicas)
+	var permanent, retry []failedPod
+	for _, f := range failed {
+		switch {
+		case isRetryable(p.fw, specs[f.rtype].RestartPolicy, f.pod):
+			retry = append(retry, f)
+			if !f.counted {
+				retries++
+			}
+		case p.fw.IgnoresFailures == nil || !p.fw.IgnoresFailures(p.job, f.rtype):
+			permanent = append(permanent, f)
+		}
+	}
+	deadline := p.deadline()
+	switch {
+	case outcome.Succeeded:
+		p.finish(kubeflowv1.JobSucceeded, "Succeeded", outcome.Message)
+	case len(permanent) > 0:
+		p.exited(permanent)
+		p.finish(kubeflowv1.JobFailed, "Failed", p.failedMessage(permanent[0].rtype, replicas[permanent[0].rtype].Failed))
+	case rp.BackoffLimit != nil && retries > *rp.BackoffLimit:
+		p.exited(retry)
+		p.finish(kubeflowv1.JobFailed, "Failed", fmt.Sprintf("Job %s has failed because it has reached the specified backoff limit", p.job.GetName()))
+	case deadline != nil && !p.now.Time.Before(*deadline):
+		p.finish(kubeflowv1.JobFailed, "Failed", fmt.Sprintf("Job %s has failed because it was active longer than specified deadline", p.job.GetName()))
+	case len(retry) > 0:
+		p.exited(retry)
+		p.restart(retry)
+		first := retry[0].rtype
+		p.setCondition(kubeflowv1.JobRestarting, corev1.ConditionTrue, "Restarting",
+			fmt.Sprintf("%s %s is restarting because %d %s replica(s) failed.", p.fw.Kind, p.job.GetName(), replicas[first].Failed, first))
+	case outcome.Running:
+		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionTrue, "Running", outcome.Message)
+	}
+	if deadline != nil && !isFinished(&p.plan.Status) {
+		p.requeueAt(*deadline)
+	}
+}
+
+// deadline is when activeDeadlineSeconds runs out, if it is set.
+func (p *planner) deadline() *time.Time {
+	ads := p.job.GetRunPolicy().ActiveDeadlineSeconds
+	if ads == nil || p.plan.Status.StartTime == nil {
+		return nil
+	}
+	d := p.plan.Status.StartTime.Add(time.Duration(*ads) * time.Second)
+	return &d
+}
+
+func (p *planner) failedMessage(rtype kubeflowv1.ReplicaType, n int32) string {
+	if p.fw.FailedMessage != nil {
+		return p.fw.FailedMessage(p.job, rtype, n)
+	}
+	return fmt.Sprintf("%s %s is failed because %d %s replica(s) failed.", p.fw.Kind, p.job.GetName(), n, rtype)
+}
+
+// exited tells, once, the exit code of each failed pod acted upon.
+func (p *planner) exited(failed []failedPod) {
+	for _, f := range failed {
+		if f.counted {
+			continue
+		}
+		p.event(corev1.EventTypeNormal, "ExitedWithCode",
+			fmt.Sprintf("Pod: %s.%s exited with code %d", f.pod.Namespace, f.pod.Name, exitCode(p.fw, f.pod)))
+	}
+}
+
+// restart recreates failed pods: their service first records the retry, then the pod goes and a
+// later reconcile creates it anew under the same name.
+func (p *planner) restart(retry []failedPod) {
+	for _, f := range retry {
+		if !f.counted && f.svc != nil {
+			p.plan.MarkRestarts = append(p.plan.MarkRestarts, restartMark{Service: f.svc, Restarts: f.restarts + 1, PodUID: string(f.pod.UID)})
+		}
+		p.deletePod(f.pod)
+	}
+}
+
+// finish ends the job: the terminal condition, the completion time, no more creations, and the
+// clean-pod policy honoured on every terminal path (DECISIONS #4).
+func (p *planner) finish(t kubeflowv1.JobConditionType, reason, msg string) {
+	p.setCondition(t, corev1.ConditionTrue, reason, msg)
+	p.plan.Status.CompletionTime = &p.now
+	p.plan.CreatePods, p.plan.CreateServices, p.plan.MarkRestarts = nil, nil, nil
+	p.finished()
+}
+
+// finished applies the clean-pod policy and the TTL of a finished job.
+func (p *planner) finished() {
+	st := &p.plan.Status
+	if st.CompletionTime == nil {
+		st.CompletionTime = &p.now
+	}
+	if hasCondition(st, kubeflowv1.JobSucceeded) {
+		for _, rs := range st.ReplicaStatuses {
+			rs.Succeeded += rs.Active
+			rs.Active = 0
+		}
+	}
+	p.cleanPods(*p.job.GetRunPolicy().CleanPodPolicy)
+	if ttl := p.job.GetRunPolicy().TTLSecondsAfterFinished; ttl != nil {
+		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+		if !p.now.Time.Before(expiry) {
+			p.plan.DeleteJob = true
+			p.event(corev1.EventTypeNormal, "SuccessfulDeleteJob", fmt.Sprintf("Deleted job: %s", p.job.GetName()))
+		} else {
+			p.requeueAt(expiry)
+		}
+	}
+}
+
+// cleanPods deletes the pods the policy names, with their services.
+func (p *planner) cleanPods(policy kubeflowv1.CleanPodPolicy) {
+	if policy == kubeflowv1.CleanPodPolicyNone {
+		return
+	}
+	for rtype, pods := range p.kids.pods {
+		for index, pod := range pods {
+			phase := pod.Status.Phase
+			if policy == kubeflowv1.CleanPodPolicyAll || phase == corev1.PodRunning || phase == corev1.PodPending || phase == "" {
+				p.deletePod(pod)
+				if svc := p.kids.services[rtype][index]; svc != nil {
+					p.deleteService(svc)
+				}
+			}
+		}
+	}
+}
+
+// suspend deletes every pod and service (whatever cleanPodPolicy says: that is what suspending
+// is for) and reports the job Suspended.
+func (p *planner) suspend() {
+	for _, pods := range p.kids.pods {
+		for _, pod := range pods {
+			p.deletePod(pod)
+		}
+	}
+	for _, svcs := range p.kids.services {
+		for _, svc := range svcs {
+			p.deleteService(svc)
+		}
+	}
+	p.deleteStrays()
+	msg := fmt.Sprintf("%s %s is suspended.", p.fw.Kind, p.job.GetName())
+	if hasCondition(&p.plan.Status, kubeflowv1.JobRunning) {
+		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionFalse, "Suspended", msg)
+	}
+	p.setCondition(kubeflowv1.JobSuspended, corev1.ConditionTrue, "Suspended", msg)
+	p.setReplicaStatuses(framework.Replicas{})
+}
+
+func (p *planner) deleteStrays() {
+	for _, pod := range p.kids.strayPods {
+		p.deletePod(pod)
+	}
+	for _, svc := range p.kids.strayServes {
+		p.deleteService(svc)
+	}
+}
+
+func (p *planner) deletePod(pod *corev1.Pod) {
+	if pod.DeletionTimestamp == nil {
+		p.plan.DeletePods = append(p.plan.DeletePods, pod)
+	}
+}
+
+func (p *planner) deleteService(svc *corev1.Service) {
+	if svc.DeletionTimestamp == nil {
+		p.plan.DeleteServices = append(p.plan.DeleteServices, svc)
+	}
+}
+
+// setReplicaStatuses rewrites replicaStatuses from the counts seen now, one entry per spec type.
+func (p *planner) setReplicaStatuses(replicas framework.Replicas) {
+	st := &p.plan.Status
+	st.ReplicaStatuses = make(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus, len(p.job.GetReplicaSpecs()))
+	for _, rtype := range p.specTypes() {
+		c := replicas[rtype]
+		rs := &kubeflowv1.ReplicaStatus{Active: c.Active, Succeeded: c.Succeeded, Failed: c.Failed}
+		if p.fw.ScaleSelector {
+			rs.Selector = typeSelector(p.fw, p.job, rtype)
+		}
+		st.ReplicaStatuses[rtype] = rs
+	}
+}
+
+func (p *planner) requeueAt(t time.Time) {
+	d := t.Sub(p.now.Time)
+	if d < time.Second {
+		d = time.Second
+	}
+	if p.plan.RequeueAfter == 0 || d < p.plan.RequeueAfter {
+		p.plan.RequeueAfter = d
+	}
+}

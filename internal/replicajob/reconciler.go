@@ -1,0 +1,142 @@
+// Package replicajob is the engine behind every kubeflow.org/v1 training job: for each replica
+// index one pod and one headless service, restarts under the replica's restart policy, the run
+// policies (clean-up, TTL, deadline, backoff, suspend, managedBy) and a status derived from the
+// pods seen now. A framework (package framework) supplies only what differs between TensorFlow,
+// PyTorch and XGBoost.
+package replicajob
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// expectationsRecheck is how soon a job waiting for the cache to catch up is looked at again,
+// should no watch event arrive first.
+const expectationsRecheck = 5 * time.Second
+
+// Options are the operator-level settings of the engine.
+type Options struct {
+	// DefaultCleanPodPolicy applies to jobs that do not set runPolicy.cleanPodPolicy.
+	DefaultCleanPodPolicy kubeflowv1.CleanPodPolicy
+	// Parallelism is the number of pod and service writes one reconcile has in flight.
+	Parallelism int
+}
+
+// Reconciler reconciles the jobs of one framework.
+type Reconciler struct {
+	client   client.Client
+	fw       framework.Framework
+	recorder recorder.EventRecorder
+	clock    clock.PassiveClock
+	opts     Options
+	expect   *expectations
+}
+
+// NewReconciler returns the reconciler of fw's jobs.
+func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
+	return &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations()}
+}
+
+// Reconcile brings one job's pods, services and status in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	job := r.fw.NewJob()
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.expect.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ManagedByKiln(job) || job.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, nil
+	}
+	pods, services, err := r.children(ctx, job)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := r.clock.Now()
+	if !r.expect.satisfied(req.NamespacedName, job.GetUID(), pods, services, now) {
+		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
+	}
+
+	desired := job.DeepCopyObject().(framework.Job)
+	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
+	p, err := plan(r.fw, desired, pods, services, now)
+	if err != nil {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
+	if err := r.patchStatus(ctx, job, p.Status); err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, e := range append(p.Events, events...) {
+		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
+	}
+	if p.DeleteJob {
+		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
+}
+
+// ManagedByKiln reports whether runPolicy.managedBy leaves the job to kiln.
+func ManagedByKiln(job framework.Job) bool {
+	m := job.GetRunPolicy().ManagedBy
+	return m == nil || *m == "" || *m == kubeflowv1.KubeflowJobsController
+}
+
+// children lists the job's pods and services from the cache: those with its labels that it
+// controls. An object with the labels but another controller is never touched.
+func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1.Pod, []*corev1.Service, error) {
+	sel := client.MatchingLabels(jobLabels(r.fw, job))
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(job.GetNamespace()), sel); err != nil {
+		return nil, nil, fmt.Errorf("listing pods of %s %s: %w", r.fw.Kind, job.GetName(), err)
+	}
+	var services corev1.ServiceList
+	if err := r.client.List(ctx, &services, client.InNamespace(job.GetNamespace()), sel); err != nil {
+		return nil, nil, fmt.Errorf("listing services of %s %s: %w", r.fw.Kind, job.GetName(), err)
+	}
+	var ownPods []*corev1.Pod
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], job) {
+			ownPods = append(ownPods, &pods.Items[i])
+		}
+	}
+	var ownServices []*corev1.Service
+	for i := range services.Items {
+		if metav1.IsControlledBy(&services.Items[i], job) {
+			ownServices = append(ownServices, &services.Items[i])
+		}
+	}
+	return ownPods, ownServices, nil
+}
+
+// patchStatus writes the status once, as a merge patch guarded by the resourceVersion, and only
+// when it changed.
+func (r *Reconciler) patchStatus(ctx context.Context, job framework.Job, status kubeflowv1.JobStatus) error {
+	if equality.Semantic.DeepEqual(*job.GetJobStatus(), status) {
+		return nil
+	}
+	base := job.DeepCopyObject().(framework.Job)
+	*job.GetJobStatus() = status
+	if err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
+	}
+	return nil
+}
+
+var _ reconcile.TypedReconciler[reconcile.Request] = &Reconciler{}

@@ -1,0 +1,86 @@
+package trainingjob
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/test/builder"
+)
+
+func TestTFJobCreatesOnePodAndServicePerReplica(t *testing.T) {
+	ns := env.Namespace(t)
+	job := create(t, builder.TFJob("dist", ns).Replicas("Chief", 1).Replicas("PS", 2).Replicas("Worker", 4).Obj())
+	pods := waitPods(t, job, 7)
+	var svcs []string
+	testenvEventuallyServices(t, job, 7, &svcs)
+
+	want := []string{"dist-chief-0", "dist-ps-0", "dist-ps-1", "dist-worker-0", "dist-worker-1", "dist-worker-2", "dist-worker-3"}
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Name)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pod names (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, svcs); diff != "" {
+		t.Errorf("service names (-want +got):\n%s", diff)
+	}
+
+	fresh := get(t, job)
+	yes := true
+	wantOwner := []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "dist", UID: fresh.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
+	for _, p := range pods {
+		if diff := cmp.Diff(wantOwner, p.OwnerReferences); diff != "" {
+			t.Errorf("%s owner references (-want +got):\n%s", p.Name, diff)
+		}
+	}
+
+	worker1 := pods[4]
+	wantLabels := map[string]string{
+		"training.kubeflow.org/operator-name": "tfjob-controller",
+		"training.kubeflow.org/job-name":      "dist",
+		"training.kubeflow.org/replica-type":  "worker",
+		"training.kubeflow.org/replica-index": "1",
+	}
+	if diff := cmp.Diff(wantLabels, worker1.Labels); diff != "" {
+		t.Errorf("worker-1 labels (-want +got):\n%s", diff)
+	}
+	if got := pods[0].Labels[kubeflowv1.LabelJobRole]; got != "master" {
+		t.Errorf("chief-0 job-role label = %q, want master", got)
+	}
+
+	wantTFConfig := fmt.Sprintf(`{"cluster":{"chief":["dist-chief-0.%[1]s.svc:2222"],"ps":["dist-ps-0.%[1]s.svc:2222","dist-ps-1.%[1]s.svc:2222"],"worker":["dist-worker-0.%[1]s.svc:2222","dist-worker-1.%[1]s.svc:2222","dist-worker-2.%[1]s.svc:2222","dist-worker-3.%[1]s.svc:2222"]},"task":{"type":"worker","index":1},"environment":"cloud"}`, ns)
+	if got := envOf(worker1, "tensorflow")["TF_CONFIG"]; got != wantTFConfig {
+		t.Errorf("TF_CONFIG of dist-worker-1:\n got %s\nwant %s", got, wantTFConfig)
+	}
+	if got := string(worker1.Spec.RestartPolicy); got != "Never" {
+		t.Errorf("pod restartPolicy = %q, want Never (TFJob default)", got)
+	}
+
+	svc := jobServices(t, job)[4]
+	if svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 2222 || svc.Spec.Ports[0].Name != "tfjob-port" {
+		t.Errorf("service %s: clusterIP %q ports %+v, want headless with tfjob-port 2222", svc.Name, svc.Spec.ClusterIP, svc.Spec.Ports)
+	}
+	if diff := cmp.Diff(wantLabels, svc.Spec.Selector); diff != "" {
+		t.Errorf("service selector (-want +got):\n%s", diff)
+	}
+
+	runAll(t, pods)
+	running := waitCondition(t, job, kubeflowv1.JobRunning)
+	if running.GetJobStatus().StartTime == nil {
+		t.Error("startTime is not set on a running job")
+	}
+}
+
+func TestSingleWorkerTFJobGetsNoTFConfig(t *testing.T) {
+	ns := env.Namespace(t)
+	job := create(t, builder.TFJob("local", ns).Replicas("Worker", 1).Obj())
+	pods := waitPods(t, job, 1)
+	if v, ok := envOf(pods[0], "tensorflow")["TF_CONFIG"]; ok {
+		t.Errorf("single-worker TFJob got TF_CONFIG=%s, want none", v)
+	}
+}

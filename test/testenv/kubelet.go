@@ -1,0 +1,147 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+)
+
+// Scheme knows the built-in kinds and kubeflow.org/v1.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = kubeflowv1.AddToScheme(s)
+	return s
+}
+
+// The envtest control plane has no kubelet: these helpers write pod status as one would.
+
+// Run marks a pod Running with every container running.
+func (e *Env) Run(t testing.TB, pod *corev1.Pod) {
+	t.Helper()
+	e.setStatus(t, pod, corev1.PodRunning, func(c corev1.Container) corev1.ContainerState {
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	})
+}
+
+// Exit terminates a pod's containers with code: the pod Succeeds on 0, Fails otherwise.
+func (e *Env) Exit(t testing.TB, pod *corev1.Pod, code int32) {
+	t.Helper()
+	phase := corev1.PodSucceeded
+	if code != 0 {
+		phase = corev1.PodFailed
+	}
+	e.setStatus(t, pod, phase, func(c corev1.Container) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed", FinishedAt: metav1.Now()}}
+	})
+}
+
+// RestartInPlace records n in-place container restarts on a running pod, as the kubelet does
+// under restartPolicy OnFailure.
+func (e *Env) RestartInPlace(t testing.TB, pod *corev1.Pod, n int32) {
+	t.Helper()
+	e.setStatus(t, pod, corev1.PodRunning, func(c corev1.Container) corev1.ContainerState {
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	}, func(s *corev1.ContainerStatus) { s.RestartCount = n })
+}
+
+func (e *Env) setStatus(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, state func(corev1.Container) corev1.ContainerState, extra ...func(*corev1.ContainerStatus)) {
+	t.Helper()
+	p := pod.DeepCopy()
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = nil
+	for _, c := range p.Spec.Containers {
+		s := corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: state(c), Ready: phase == corev1.PodRunning}
+		for _, f := range extra {
+			f(&s)
+		}
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, s)
+	}
+	if err := e.Client.Status().Update(context.Background(), p); err != nil {
+		t.Fatalf("writing status of pod %s: %v", pod.Name, err)
+	}
+}
+
+// Pods lists the pods in ns with the given labels, sorted by name.
+func (e *Env) Pods(t testing.TB, ns string, labels map[string]string) []corev1.Pod {
+	t.Helper()
+	var l corev1.PodList
+	if err := e.Client.List(context.Background(), &l, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
+	return l.Items
+}
+
+// Services lists the services in ns with the given labels, sorted by name.
+func (e *Env) Services(t testing.TB, ns string, labels map[string]string) []corev1.Service {
+	t.Helper()
+	var l corev1.ServiceList
+	if err := e.Client.List(context.Background(), &l, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+		t.Fatalf("listing services: %v", err)
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
+	return l.Items
+}
+
+// Pod gets one pod by name.
+func (e *Env) Pod(t testing.TB, ns, name string) *corev1.Pod {
+	t.Helper()
+	var p corev1.Pod
+	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+		t.Fatalf("getting pod %s: %v", name, err)
+	}
+	return &p
+}
+
+// Eventually retries check until it returns nil, failing the test with its last error after Timeout.
+func Eventually(t testing.TB, check func() error) {
+	t.Helper()
+	EventuallyWithin(t, Timeout, check)
+}
+
+// EventuallyWithin is Eventually with its own timeout.
+func EventuallyWithin(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %s: %v", timeout, err)
+		}
+		time.Sleep(Interval)
+	}
+}
+
+// Consistently checks that check keeps returning nil for Quiet.
+func Consistently(t testing.TB, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(Quiet)
+	for time.Now().Before(deadline) {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(Interval)
+	}
+}
+
+// Count returns an error unless got == want.
+func Count(what string, got, want int) error {
+	if got != want {
+		return fmt.Errorf("%s: got %d, want %d", what, got, want)
+	}
+	return nil
+}
