@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -46,6 +47,8 @@ type Options struct {
 	ClusterDomain string
 	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container.
 	PyTorchInitImage string
+	// SkipNameValidation lets a process build more than one manager (tests that restart it).
+	SkipNameValidation bool
 }
 
 // Frameworks returns the frameworks kiln serves, keyed by lowercase kind.
@@ -89,6 +92,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)

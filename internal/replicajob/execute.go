@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // execute carries out a plan's writes to pods and services: restart marks first (a failed pod's
@@ -30,8 +31,10 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 		}
 	}
 	var events []Event
+	log := logf.FromContext(ctx)
 	del := func(kind string, objs []client.Object) {
 		done, err := r.parallel(objs, func(o client.Object) error {
+			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
 			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			if err != nil {
 				r.expect.failed(key, "", o.GetUID())
@@ -46,6 +49,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	}
 	create := func(kind string, objs []client.Object) {
 		done, err := r.parallel(objs, func(o client.Object) error {
+			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
 			err := r.client.Create(ctx, o)
 			if err != nil {
 				r.expect.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")

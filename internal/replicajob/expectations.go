@@ -22,11 +22,14 @@ type expectations struct {
 }
 
 type pending struct {
-	uid      types.UID
-	since    time.Time
-	creates  map[string]bool    // "pod/<name>" or "service/<name>"
-	deletes  map[types.UID]bool // pods and services
-	restarts map[string]string  // service name -> AnnotationRestartedPod value written
+	uid types.UID
+	// statusBase is the resourceVersion our last status write was based on: while the cache still
+	// shows the job at that version, it has not seen the write.
+	statusBase string
+	since      time.Time
+	creates    map[string]bool    // "pod/<name>" or "service/<name>"
+	deletes    map[types.UID]bool // pods and services
+	restarts   map[string]string  // service name -> AnnotationRestartedPod value written
 }
 
 func newExpectations() *expectations {
@@ -35,7 +38,7 @@ func newExpectations() *expectations {
 
 // expect records the writes of a plan before they are made.
 func (e *expectations) expect(key types.NamespacedName, uid types.UID, p *Plan, now time.Time) {
-	w := &pending{uid: uid, since: now, creates: map[string]bool{}, deletes: map[types.UID]bool{}, restarts: map[string]string{}}
+	w := newPending(uid, now)
 	for _, pod := range p.CreatePods {
 		w.creates["pod/"+pod.Name] = true
 	}
@@ -51,12 +54,32 @@ func (e *expectations) expect(key types.NamespacedName, uid types.UID, p *Plan, 
 	for _, m := range p.MarkRestarts {
 		w.restarts[m.Service.Name] = m.PodUID
 	}
-	if len(w.creates)+len(w.deletes)+len(w.restarts) == 0 {
+	if w.empty() {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.jobs[key] = w
+}
+
+// statusWritten records that the job's status was written on top of resourceVersion base.
+func (e *expectations) statusWritten(key types.NamespacedName, uid types.UID, base string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.jobs[key]
+	if w == nil {
+		w = newPending(uid, now)
+		e.jobs[key] = w
+	}
+	w.statusBase = base
+}
+
+func newPending(uid types.UID, now time.Time) *pending {
+	return &pending{uid: uid, since: now, creates: map[string]bool{}, deletes: map[types.UID]bool{}, restarts: map[string]string{}}
+}
+
+func (w *pending) empty() bool {
+	return len(w.creates)+len(w.deletes)+len(w.restarts) == 0 && w.statusBase == ""
 }
 
 // failed forgets an expectation whose write did not happen.
@@ -77,8 +100,9 @@ func forgetWrite(w *pending, create string, uid types.UID) {
 	}
 }
 
-// satisfied reports whether the cache shows every write recorded for the job (with this UID).
-func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
+// satisfied reports whether the cache shows every write recorded for the job (with this UID and
+// resourceVersion).
+func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, rv string, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w := e.jobs[key]
@@ -88,6 +112,9 @@ func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, pods [
 	if w.uid != uid || now.Sub(w.since) > expectationsTimeout {
 		delete(e.jobs, key)
 		return true
+	}
+	if w.statusBase != "" && w.statusBase != rv {
+		w.statusBase = ""
 	}
 	seen := map[types.UID]bool{}
 	for _, p := range pods {
@@ -110,7 +137,7 @@ func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, pods [
 			delete(w.deletes, uid)
 		}
 	}
-	if len(w.creates)+len(w.deletes)+len(w.restarts) > 0 {
+	if !w.empty() {
 		return false
 	}
 	delete(e.jobs, key)

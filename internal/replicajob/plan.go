@@ -2,6 +2,7 @@ package replicajob
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,20 +119,26 @@ func (p *planner) active() error {
 	}
 	p.deleteStrays()
 	replicas := framework.Replicas{}
-	var failed []failedPod
-	var retries int32
+	var seen observed
 	for _, rtype := range p.specTypes() {
-		count, f, r, err := p.replicaType(rtype)
+		count, err := p.replicaType(rtype, &seen)
 		if err != nil {
 			return err
 		}
 		replicas[rtype] = count
-		failed = append(failed, f...)
-		retries += r
 	}
 	p.setReplicaStatuses(replicas)
-	p.verdict(replicas, failed, retries)
+	p.verdict(replicas, seen)
 	return nil
+}
+
+// observed collects, across replica types, what the verdict needs beyond the counts.
+type observed struct {
+	failed []failedPod
+	// retries sums the retries of every replica index (see AnnotationRestarts).
+	retries int32
+	// comingBack counts, per type, replicas that were restarted and whose new pod does not run yet.
+	comingBack map[kubeflowv1.ReplicaType]int32
 }
 
 // specTypes are the replica types of the job's spec, in the framework's fixed order.
@@ -148,7 +155,7 @@ func (p *planner) specTypes() []kubeflowv1.ReplicaType {
 
 // replicaType creates what is missing of one replica type, deletes what is beyond its replicas
 // (scale-down), counts its pods and collects its failed ones.
-func (p *planner) replicaType(rtype kubeflowv1.ReplicaType) (framework.ReplicaCount, []failedPod, int32, error) {
+func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (framework.ReplicaCount, error) {
 	spec := p.job.GetReplicaSpecs()[rtype]
 	n := int(framework.NumReplicas(spec))
 	count := framework.ReplicaCount{Replicas: int32(n)}
@@ -162,31 +169,36 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType) (framework.ReplicaCo
 			p.deleteService(svc)
 		}
 	}
-	var failed []failedPod
-	var retries int32
 	for index := range n {
 		svc := p.kids.services[rtype][index]
 		if svc == nil {
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
+		restarts, countedUID := serviceRestarts(svc)
 		pod := p.kids.pods[rtype][index]
+		if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
+			if countedUID != "" && (pod == nil || string(pod.UID) != countedUID) {
+				seen.comeBack(rtype)
+			}
+		}
 		if pod == nil {
 			desired, err := desiredPod(p.fw, p.job, rtype, index)
 			if err != nil {
-				return count, nil, 0, err
+				return count, err
 			}
 			p.plan.CreatePods = append(p.plan.CreatePods, desired)
+			seen.retries += restarts
 			continue
 		}
 		if pod.DeletionTimestamp != nil {
+			seen.retries += restarts
 			continue
 		}
-		restarts, countedUID := serviceRestarts(svc)
 		counted := countedUID == string(pod.UID)
 		if !counted {
 			restarts += containerRestarts(pod)
 		}
-		retries += restarts
+		seen.retries += restarts
 		switch pod.Status.Phase {
 		case corev1.PodRunning:
 			count.Active++
@@ -195,19 +207,28 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType) (framework.ReplicaCo
 			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(p.fw, pod) == 0)
 		case corev1.PodFailed:
 			count.Failed++
-			failed = append(failed, failedPod{rtype: rtype, pod: pod, svc: svc, restarts: restarts, counted: counted})
+			seen.failed = append(seen.failed, failedPod{rtype: rtype, pod: pod, svc: svc, restarts: restarts, counted: counted})
 		}
 	}
-	return count, failed, retries, nil
+	return count, nil
 }
 
-// verdict decides, in a fixed order, whether the job succeeded, failed, restarts or runs.
-func (p *planner) verdict(replicas framework.Replicas, failed []failedPod, retries int32) {
+func (o *observed) comeBack(rtype kubeflowv1.ReplicaType) {
+	if o.comingBack == nil {
+		o.comingBack = map[kubeflowv1.ReplicaType]int32{}
+	}
+	o.comingBack[rtype]++
+}
+
+// verdict decides, in a fixed order, whether the job succeeded, failed, restarts or runs. A job
+// stays Restarting until every restarted replica runs again.
+func (p *planner) verdict(replicas framework.Replicas, seen observed) {
 	rp := p.job.GetRunPolicy()
 	specs := p.job.GetReplicaSpecs()
 	outcome := p.fw.Outcome(p.job, replicas)
+	retries := seen.retries
 	var permanent, retry []failedPod
-	for _, f := range failed {
+	for _, f := range seen.failed {
 		switch {
 		case isRetryable(p.fw, specs[f.rtype].RestartPolicy, f.pod):
 			retry = append(retry, f)
@@ -230,18 +251,35 @@ func (p *planner) verdict(replicas framework.Replicas, failed []failedPod, retri
 		p.finish(kubeflowv1.JobFailed, "Failed", fmt.Sprintf("Job %s has failed because it has reached the specified backoff limit", p.job.GetName()))
 	case deadline != nil && !p.now.Time.Before(*deadline):
 		p.finish(kubeflowv1.JobFailed, "Failed", fmt.Sprintf("Job %s has failed because it was active longer than specified deadline", p.job.GetName()))
-	case len(retry) > 0:
+	case len(retry) > 0 || len(seen.comingBack) > 0:
 		p.exited(retry)
 		p.restart(retry)
-		first := retry[0].rtype
+		restarting := maps.Clone(seen.comingBack)
+		if restarting == nil {
+			restarting = map[kubeflowv1.ReplicaType]int32{}
+		}
+		for _, f := range retry {
+			restarting[f.rtype]++
+		}
+		first := p.firstOf(restarting)
 		p.setCondition(kubeflowv1.JobRestarting, corev1.ConditionTrue, "Restarting",
-			fmt.Sprintf("%s %s is restarting because %d %s replica(s) failed.", p.fw.Kind, p.job.GetName(), replicas[first].Failed, first))
+			fmt.Sprintf("%s %s is restarting because %d %s replica(s) failed.", p.fw.Kind, p.job.GetName(), restarting[first], first))
 	case outcome.Running:
 		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionTrue, "Running", outcome.Message)
 	}
 	if deadline != nil && !isFinished(&p.plan.Status) {
 		p.requeueAt(*deadline)
 	}
+}
+
+// firstOf is the first replica type, in the framework's order, that has a count in m.
+func (p *planner) firstOf(m map[kubeflowv1.ReplicaType]int32) kubeflowv1.ReplicaType {
+	for _, t := range p.fw.ReplicaTypes {
+		if m[t] > 0 {
+			return t
+		}
+	}
+	return ""
 }
 
 // deadline is when activeDeadlineSeconds runs out, if it is set.

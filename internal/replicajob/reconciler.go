@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -67,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	now := r.clock.Now()
-	if !r.expect.satisfied(req.NamespacedName, job.GetUID(), pods, services, now) {
+	if !r.expect.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 
@@ -79,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
-	if err := r.patchStatus(ctx, job, p.Status); err != nil {
+	if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
 		return reconcile.Result{}, err
 	}
 	for _, e := range append(p.Events, events...) {
@@ -127,7 +128,9 @@ func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1
 
 // patchStatus writes the status once, as a merge patch guarded by the resourceVersion, and only
 // when it changed.
-func (r *Reconciler) patchStatus(ctx context.Context, job framework.Job, status kubeflowv1.JobStatus) error {
+// The next reconcile waits until the cache shows the write: planning from an older status could,
+// say, recreate the pods of a job this write just finished.
+func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
 	if equality.Semantic.DeepEqual(*job.GetJobStatus(), status) {
 		return nil
 	}
@@ -136,6 +139,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, job framework.Job, status 
 	if err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
+	r.expect.statusWritten(key, job.GetUID(), base.GetResourceVersion(), r.clock.Now())
 	return nil
 }
 

@@ -5,9 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // What the engine needs, and nothing more: no Secrets, no pods/exec, no update on jobs.
@@ -18,12 +16,13 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler: it watches the jobs of its kind (spec changes only;
-// its own status writes do not wake it) and the pods and services they control.
+// SetupWithManager registers the reconciler: it watches the jobs of its kind and the pods and
+// services they control. Status updates are not filtered out: the reconciler waits for the cache
+// to show its own status write, and that event is what wakes it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
-		For(r.fw.NewJob(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(r.fw.NewJob()).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).

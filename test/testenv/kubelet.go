@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -55,9 +56,28 @@ func (e *Env) RestartInPlace(t testing.TB, pod *corev1.Pod, n int32) {
 	}, func(s *corev1.ContainerStatus) { s.RestartCount = n })
 }
 
+// setStatus writes the status on the freshest copy of the pod, retrying on conflicts, and leaves
+// that copy in *pod. A pod that is gone is left alone, as a kubelet would.
 func (e *Env) setStatus(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, state func(corev1.Container) corev1.ContainerState, extra ...func(*corev1.ContainerStatus)) {
 	t.Helper()
-	p := pod.DeepCopy()
+	Eventually(t, func() error {
+		p := &corev1.Pod{}
+		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), p); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		setContainerStatuses(p, phase, state, extra...)
+		if err := e.Client.Status().Update(context.Background(), p); err != nil {
+			return fmt.Errorf("writing status of pod %s: %w", pod.Name, err)
+		}
+		*pod = *p
+		return nil
+	})
+}
+
+func setContainerStatuses(p *corev1.Pod, phase corev1.PodPhase, state func(corev1.Container) corev1.ContainerState, extra ...func(*corev1.ContainerStatus)) {
 	p.Status.Phase = phase
 	p.Status.ContainerStatuses = nil
 	for _, c := range p.Spec.Containers {
@@ -66,9 +86,6 @@ func (e *Env) setStatus(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, st
 			f(&s)
 		}
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, s)
-	}
-	if err := e.Client.Status().Update(context.Background(), p); err != nil {
-		t.Fatalf("writing status of pod %s: %v", pod.Name, err)
 	}
 }
 

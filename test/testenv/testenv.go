@@ -7,11 +7,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -19,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"go.uber.org/zap/zapcore"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/manager"
@@ -37,6 +41,7 @@ const (
 // Env is a running control plane.
 type Env struct {
 	env    *envtest.Environment
+	bin    string
 	Config *rest.Config
 	Client client.Client
 }
@@ -54,8 +59,14 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh --envtest)")
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	bin, err := tiedToThisProcess(assets, "etcd", "kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	// envtest prefers KUBEBUILDER_ASSETS over BinaryAssetsDirectory: point it at the wrappers.
+	os.Setenv("KUBEBUILDER_ASSETS", bin)
 	e := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
+		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
@@ -69,11 +80,35 @@ func Start() (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{env: e, Config: cfg, Client: c}, nil
+	return &Env{env: e, bin: bin, Config: cfg, Client: c}, nil
+}
+
+// tiedToThisProcess makes a folder of wrappers that start each binary with a parent-death signal,
+// so the kernel kills etcd and kube-apiserver when the test process dies, even of a panic or a
+// go test timeout, which skip every deferred clean-up.
+func tiedToThisProcess(dir string, names ...string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return "", fmt.Errorf("setpriv (Debian package util-linux) is needed to tie the control plane to the test process: %w", err)
+	}
+	wrappers, err := os.MkdirTemp("", "kiln-envtest-bin-")
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, filepath.Join(dir, n))
+		if err := os.WriteFile(filepath.Join(wrappers, n), []byte(script), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return wrappers, nil
 }
 
 // Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	defer os.RemoveAll(e.bin)
+	return e.env.Stop()
+}
 
 // Run starts the suite's control plane and, when setup is given, what setup starts (kiln's
 // manager), runs the tests and stops everything, whatever the outcome.
@@ -84,9 +119,21 @@ func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int
 		return 1
 	}
 	*env = e
-	defer func() {
+	stopPlane := sync.OnceFunc(func() {
 		if err := e.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	})
+	defer stopPlane()
+	// An interrupted run (Ctrl-C, go test's own SIGTERM) must not leave etcd and kube-apiserver
+	// behind: stop them, then exit.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	go func() {
+		if _, ok := <-signals; ok {
+			stopPlane()
+			os.Exit(130)
 		}
 	}()
 	if setup != nil {
@@ -104,7 +151,7 @@ func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int
 // several workers, the default clean-pod policy of a production install.
 func ManagerOptions() manager.Options {
 	return manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4,
+		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, SkipNameValidation: true,
 		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 16},
 	}
 }
@@ -127,14 +174,14 @@ func (e *Env) StartManager(o manager.Options) (stop func(), err error) {
 	}, nil
 }
 
-// Namespace creates a namespace for one test and deletes it when the test ends.
+// Namespace creates a namespace for one test. It goes with the control plane: envtest has no
+// namespace controller to finish deleting it anyway.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kiln-test-"}}
 	if err := e.Client.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}
-	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
 	return ns.Name
 }
 

@@ -113,7 +113,9 @@ type PyTorchJobList struct {
 
 func init() { SchemeBuilder.Register(&PyTorchJob{}, &PyTorchJobList{}) }
 
-func (j *PyTorchJob) GetRunPolicy() *RunPolicy                       { return &j.Spec.RunPolicy }
-func (j *PyTorchJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec  { return j.Spec.PyTorchReplicaSpecs }
+func (j *PyTorchJob) GetRunPolicy() *RunPolicy { return &j.Spec.RunPolicy }
+func (j *PyTorchJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec {
+	return j.Spec.PyTorchReplicaSpecs
+}
 func (j *PyTorchJob) SetReplicaSpecs(m map[ReplicaType]*ReplicaSpec) { j.Spec.PyTorchReplicaSpecs = m }
 func (j *PyTorchJob) GetJobStatus() *JobStatus                       { return &j.Status }

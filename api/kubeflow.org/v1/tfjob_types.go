@@ -4,12 +4,12 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // TFJob replica types.
 const (
-	TFJobReplicaTypeChief     ReplicaType = "Chief"
-	TFJobReplicaTypeMaster    ReplicaType = "Master" // legacy alias of Chief
-	TFJobReplicaTypePS        ReplicaType = "PS"
-	TFJobReplicaTypeWorker    ReplicaType = "Worker"
-	TFJobReplicaTypeEval      ReplicaType = "Evaluator"
-	TFJobKind                             = "TFJob"
+	TFJobReplicaTypeChief  ReplicaType = "Chief"
+	TFJobReplicaTypeMaster ReplicaType = "Master" // legacy alias of Chief
+	TFJobReplicaTypePS     ReplicaType = "PS"
+	TFJobReplicaTypeWorker ReplicaType = "Worker"
+	TFJobReplicaTypeEval   ReplicaType = "Evaluator"
+	TFJobKind                          = "TFJob"
 )
 
 // SuccessPolicy says when a TFJob without a chief has succeeded.

@@ -126,3 +126,15 @@ func testenvEventuallyServices(t *testing.T, job framework.Job, n int, names *[]
 		return testenv.Count("services of "+job.GetName(), len(svcs), n)
 	})
 }
+
+func lastCondition(job framework.Job) kubeflowv1.JobCondition {
+	cs := job.GetJobStatus().Conditions
+	if len(cs) == 0 {
+		return kubeflowv1.JobCondition{}
+	}
+	return cs[len(cs)-1]
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func itoa(i int) string { return fmt.Sprint(i) }

@@ -12,6 +12,7 @@ import (
 )
 
 func TestTFJobCreatesOnePodAndServicePerReplica(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	job := create(t, builder.TFJob("dist", ns).Replicas("Chief", 1).Replicas("PS", 2).Replicas("Worker", 4).Obj())
 	pods := waitPods(t, job, 7)
@@ -77,6 +78,7 @@ func TestTFJobCreatesOnePodAndServicePerReplica(t *testing.T) {
 }
 
 func TestSingleWorkerTFJobGetsNoTFConfig(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	job := create(t, builder.TFJob("local", ns).Replicas("Worker", 1).Obj())
 	pods := waitPods(t, job, 1)
