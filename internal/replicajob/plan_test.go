@@ -1,0 +1,344 @@
+package replicajob
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/framework/pytorch"
+	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
+	"github.com/kiln-ml/kiln/test/builder"
+)
+
+var (
+	now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tf  = tensorflow.New(tensorflow.Config{})
+	pt  = pytorch.New(pytorch.Config{})
+)
+
+// world is a job and the children a reconcile sees.
+type world struct {
+	fw       framework.Framework
+	job      framework.Job
+	pods     []*corev1.Pod
+	services []*corev1.Service
+}
+
+func newWorld(fw framework.Framework, b *builder.Job) *world {
+	job := b.Obj()
+	job.SetUID("job-uid")
+	Default(fw, job, kubeflowv1.CleanPodPolicyRunning)
+	return &world{fw: fw, job: job}
+}
+
+// all gives every replica index its pod (in phase) and service.
+func (w *world) all(phase corev1.PodPhase) *world {
+	for rtype, spec := range w.job.GetReplicaSpecs() {
+		for i := range int(*spec.Replicas) {
+			w.pod(rtype, i, phase, 0)
+		}
+	}
+	return w
+}
+
+// pod adds (or replaces) the pod of one replica, with its service.
+func (w *world) pod(rtype kubeflowv1.ReplicaType, index int, phase corev1.PodPhase, exit int32) *corev1.Pod {
+	p, err := desiredPod(w.fw, w.job, rtype, index)
+	if err != nil {
+		panic(err)
+	}
+	p.UID = types.UID(fmt.Sprintf("%s-uid-%d", p.Name, len(w.pods)))
+	p.Status.Phase = phase
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: w.fw.DefaultContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
+	}
+	kept := w.pods[:0]
+	for _, old := range w.pods {
+		if old.Name != p.Name {
+			kept = append(kept, old)
+		}
+	}
+	w.pods = append(kept, p)
+	if w.service(p.Name) == nil {
+		s := desiredService(w.fw, w.job, rtype, index)
+		s.UID = types.UID(s.Name + "-svc-uid")
+		w.services = append(w.services, s)
+	}
+	return p
+}
+
+func removeNamed(pods []*corev1.Pod, name string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Name != name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (w *world) service(name string) *corev1.Service {
+	for _, s := range w.services {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (w *world) plan(t *testing.T) *Plan {
+	t.Helper()
+	p, err := plan(w.fw, w.job, w.pods, w.services, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func names[T metav1.Object](objs []T) []string {
+	out := []string{}
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func last(st kubeflowv1.JobStatus) kubeflowv1.JobCondition {
+	if len(st.Conditions) == 0 {
+		return kubeflowv1.JobCondition{}
+	}
+	return st.Conditions[len(st.Conditions)-1]
+}
+
+func TestPlanNewJobCreatesEveryPodAndService(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("dist", "ns").Replicas("Chief", 1).Replicas("PS", 2).Replicas("Worker", 4))
+	p := w.plan(t)
+	want := []string{"dist-chief-0", "dist-ps-0", "dist-ps-1", "dist-worker-0", "dist-worker-1", "dist-worker-2", "dist-worker-3"}
+	if diff := cmp.Diff(want, names(p.CreatePods)); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, names(p.CreateServices)); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
+	}
+	if p.Status.StartTime == nil || last(p.Status).Type != kubeflowv1.JobCreated {
+		t.Errorf("status = %+v, want Created and a start time", p.Status)
+	}
+}
+
+func TestPlanVerdicts(t *testing.T) {
+	tests := []struct {
+		name      string
+		world     func() *world
+		wantType  kubeflowv1.JobConditionType
+		wantMsg   string
+		wantGone  []string // pods deleted
+		wantFresh []string // pods created
+	}{{
+		name: "TF chief running drives Running",
+		world: func() *world {
+			return newWorld(tf, builder.TFJob("j", "ns").Replicas("Chief", 1).Replicas("Worker", 2)).all(corev1.PodRunning)
+		},
+		wantType: kubeflowv1.JobRunning, wantMsg: "TFJob ns/j is running.",
+	}, {
+		name: "TF worker 0 completing succeeds the job; running pods go (cleanPodPolicy Running)",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 2)).all(corev1.PodRunning)
+			w.pod("Worker", 0, corev1.PodSucceeded, 0)
+			return w
+		},
+		wantType: kubeflowv1.JobSucceeded, wantMsg: "TFJob ns/j successfully completed.", wantGone: []string{"j-ps-0", "j-worker-1"},
+	}, {
+		name: "TF PS failure under Never fails the job",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 1)).all(corev1.PodRunning)
+			w.pod("PS", 0, corev1.PodFailed, 1)
+			return w
+		},
+		wantType: kubeflowv1.JobFailed, wantMsg: "TFJob ns/j has failed because 1 PS replica(s) failed.", wantGone: []string{"j-worker-0"},
+	}, {
+		name: "TF dynamic worker failure is ignored",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Chief", 1).Replicas("Worker", 2).Edit(func(j framework.Job) {
+				j.(*kubeflowv1.TFJob).Spec.EnableDynamicWorker = true
+			})).all(corev1.PodRunning)
+			w.pod("Worker", 1, corev1.PodFailed, 1)
+			return w
+		},
+		wantType: kubeflowv1.JobRunning,
+	}, {
+		name: "ExitCode 137 recreates the pod",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).RestartPolicy("Worker", kubeflowv1.RestartPolicyExitCode)).all(corev1.PodRunning)
+			w.pod("Worker", 1, corev1.PodFailed, 137)
+			return w
+		},
+		wantType: kubeflowv1.JobRestarting, wantMsg: "TFJob j is restarting because 1 Worker replica(s) failed.", wantGone: []string{"j-worker-1"},
+	}, {
+		name: "ExitCode 2 fails the job",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).RestartPolicy("Worker", kubeflowv1.RestartPolicyExitCode)).all(corev1.PodRunning)
+			w.pod("Worker", 1, corev1.PodFailed, 2)
+			return w
+		},
+		wantType: kubeflowv1.JobFailed, wantGone: []string{"j-worker-0"},
+	}, {
+		name: "PyTorch master success wins over a worker failure seen at the same time",
+		world: func() *world {
+			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Master", 1).Replicas("Worker", 1).RestartPolicy("Worker", kubeflowv1.RestartPolicyNever)).all(corev1.PodRunning)
+			w.pod("Master", 0, corev1.PodSucceeded, 0)
+			w.pod("Worker", 0, corev1.PodFailed, 1)
+			return w
+		},
+		wantType: kubeflowv1.JobSucceeded, wantMsg: "PyTorchJob j is successfully completed.",
+	}, {
+		name: "backoffLimit 0: the first retryable failure fails the job",
+		world: func() *world {
+			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Worker", 2).BackoffLimit(0)).all(corev1.PodRunning)
+			w.pod("Worker", 1, corev1.PodFailed, 1)
+			return w
+		},
+		wantType: kubeflowv1.JobFailed, wantMsg: "Job j has failed because it has reached the specified backoff limit", wantGone: []string{"j-worker-0"},
+	}, {
+		name: "a retry already recorded on the service is not counted twice",
+		world: func() *world {
+			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Worker", 2).BackoffLimit(1)).all(corev1.PodRunning)
+			failed := w.pod("Worker", 1, corev1.PodFailed, 1)
+			w.service("j-worker-1").Annotations = map[string]string{AnnotationRestarts: "1", AnnotationRestartedPod: string(failed.UID)}
+			return w
+		},
+		wantType: kubeflowv1.JobRestarting, wantGone: []string{"j-worker-1"},
+	}, {
+		name: "deadline passed",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 1).ActiveDeadlineSeconds(10)).all(corev1.PodRunning)
+			w.job.GetJobStatus().StartTime = &metav1.Time{Time: now.Add(-10 * time.Second)}
+			return w
+		},
+		wantType: kubeflowv1.JobFailed, wantMsg: "Job j has failed because it was active longer than specified deadline", wantGone: []string{"j-worker-0"},
+	}, {
+		name: "scale down deletes the pods beyond replicas",
+		world: func() *world {
+			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Worker", 3)).all(corev1.PodRunning)
+			w.job.GetReplicaSpecs()["Worker"].Replicas = ptr[int32](1)
+			return w
+		},
+		wantType: kubeflowv1.JobRunning, wantGone: []string{"j-worker-1", "j-worker-2"},
+	}, {
+		name: "a failed pod whose restart was recorded and deleted is recreated and the job stays Restarting",
+		world: func() *world {
+			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Master", 1).Replicas("Worker", 1)).all(corev1.PodRunning)
+			w.service("j-worker-0").Annotations = map[string]string{AnnotationRestarts: "1", AnnotationRestartedPod: "old-uid"}
+			w.pods = removeNamed(w.pods, "j-worker-0")
+			return w
+		},
+		wantType: kubeflowv1.JobRestarting, wantFresh: []string{"j-worker-0"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.world().plan(t)
+			got := last(p.Status)
+			if got.Type != tc.wantType || got.Status != corev1.ConditionTrue {
+				t.Fatalf("last condition = %s=%s (%s), want %s=True; all: %+v", got.Type, got.Status, got.Message, tc.wantType, p.Status.Conditions)
+			}
+			if tc.wantMsg != "" && got.Message != tc.wantMsg {
+				t.Errorf("message = %q, want %q", got.Message, tc.wantMsg)
+			}
+			if diff := cmp.Diff(append([]string{}, tc.wantGone...), names(p.DeletePods)); diff != "" {
+				t.Errorf("deleted pods (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(append([]string{}, tc.wantFresh...), names(p.CreatePods)); diff != "" {
+				t.Errorf("created pods (-want +got):\n%s", diff)
+			}
+			if (tc.wantType == kubeflowv1.JobFailed || tc.wantType == kubeflowv1.JobSucceeded) && p.Status.CompletionTime == nil {
+				t.Error("finished without a completion time")
+			}
+		})
+	}
+}
+
+func TestPlanCleanPodPolicies(t *testing.T) {
+	tests := []struct {
+		policy kubeflowv1.CleanPodPolicy
+		gone   []string
+	}{
+		{kubeflowv1.CleanPodPolicyAll, []string{"j-ps-0", "j-worker-0", "j-worker-1"}},
+		{kubeflowv1.CleanPodPolicyRunning, []string{"j-ps-0", "j-worker-1"}},
+		{kubeflowv1.CleanPodPolicyNone, []string{}},
+	}
+	for _, tc := range tests {
+		w := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 2).CleanPodPolicy(tc.policy)).all(corev1.PodRunning)
+		w.pod("Worker", 0, corev1.PodSucceeded, 0)
+		p := w.plan(t)
+		if diff := cmp.Diff(tc.gone, names(p.DeletePods)); diff != "" {
+			t.Errorf("%s: deleted pods (-want +got):\n%s", tc.policy, diff)
+		}
+		if diff := cmp.Diff(tc.gone, names(p.DeleteServices)); diff != "" {
+			t.Errorf("%s: deleted services (-want +got):\n%s", tc.policy, diff)
+		}
+	}
+}
+
+func TestPlanTTL(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 1).TTLSecondsAfterFinished(60))
+	st := w.job.GetJobStatus()
+	st.Conditions = []kubeflowv1.JobCondition{{Type: kubeflowv1.JobSucceeded, Status: corev1.ConditionTrue}}
+	st.CompletionTime = &metav1.Time{Time: now.Add(-30 * time.Second)}
+	if p := w.plan(t); p.DeleteJob || p.RequeueAfter != 30*time.Second {
+		t.Errorf("30s before expiry: DeleteJob %v RequeueAfter %v, want false 30s", p.DeleteJob, p.RequeueAfter)
+	}
+	st.CompletionTime = &metav1.Time{Time: now.Add(-60 * time.Second)}
+	if p := w.plan(t); !p.DeleteJob {
+		t.Error("at expiry the job is not deleted")
+	}
+}
+
+func TestPlanSuspendAndResume(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).Suspend(true)).all(corev1.PodRunning)
+	setCondition(w.job.GetJobStatus(), kubeflowv1.JobCondition{Type: kubeflowv1.JobRunning, Status: corev1.ConditionTrue, Reason: "TFJobRunning"}, metav1.NewTime(now))
+	p := w.plan(t)
+	if diff := cmp.Diff([]string{"j-worker-0", "j-worker-1"}, names(p.DeletePods)); diff != "" {
+		t.Errorf("suspend deletes (-want +got):\n%s", diff)
+	}
+	want := []cond{{"Created", "True", "TFJobCreated"}, {"Running", "False", "TFJobSuspended"}, {"Suspended", "True", "TFJobSuspended"}}
+	if diff := cmp.Diff(want, conds(&p.Status)); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+
+	resumed := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).Suspend(false))
+	*resumed.job.GetJobStatus() = p.Status
+	resumed.job.GetJobStatus().StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+	p = resumed.plan(t)
+	if len(p.CreatePods) != 2 || !p.Status.StartTime.Time.Equal(now) {
+		t.Errorf("resume: %d pods created, startTime %v; want 2 and reset to now", len(p.CreatePods), p.Status.StartTime)
+	}
+}
+
+func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
+	job := builder.TFJob("j", "ns").Replicas("worker", 2).Replicas("ps", 1).Obj()
+	job.GetReplicaSpecs()["worker"].Replicas = nil
+	Default(tf, job, kubeflowv1.CleanPodPolicyAll)
+	specs := job.GetReplicaSpecs()
+	if specs["Worker"] == nil || specs["PS"] == nil {
+		t.Fatalf("replica types not normalised: %v", specs)
+	}
+	w := specs["Worker"]
+	if *w.Replicas != 1 || w.RestartPolicy != kubeflowv1.RestartPolicyNever {
+		t.Errorf("worker defaults: replicas %d restartPolicy %q", *w.Replicas, w.RestartPolicy)
+	}
+	if diff := cmp.Diff([]corev1.ContainerPort{{Name: "tfjob-port", ContainerPort: 2222}}, w.Template.Spec.Containers[0].Ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	if *job.GetRunPolicy().CleanPodPolicy != kubeflowv1.CleanPodPolicyAll {
+		t.Errorf("cleanPodPolicy = %v, want the operator default All", *job.GetRunPolicy().CleanPodPolicy)
+	}
+}
