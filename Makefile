@@ -23,7 +23,7 @@ generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and marke
 	$$cg crd paths=./api/... output:crd:artifacts:config=config/crd/bases; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
-verify: generate ## Fail when generated files are stale or untracked, or code is not gofmt'ed.
+verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.
 	@bash hack/verify.sh
 
 test: verify ## Every test: unit, fuzz, integration against the real kube-apiserver.

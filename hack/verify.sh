@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Fails when `make generate` changed a tracked file, left an untracked generated file, or a Go
-# file is not gofmt'ed. Run after `make generate` (make verify does both).
+# Regenerates deepcopy code, CRDs and RBAC and fails when that changed anything (the checked-in
+# files were stale), when a generated file is not tracked by git, or when Go code is not gofmt'ed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-generated=(api config/crd config/rbac)
-status=$(git status --porcelain -- "${generated[@]}")
-if [ -n "$status" ]; then
-	echo "generated files are stale or untracked (run 'make generate' and commit):" >&2
-	echo "$status" >&2
-	git --no-pager diff --stat -- "${generated[@]}" >&2
+generated() { git ls-files --cached --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac; }
+fingerprint() { generated | sort | xargs sha256sum; }
+
+before=$(fingerprint)
+make --no-print-directory generate
+after=$(fingerprint)
+if [ "$before" != "$after" ]; then
+	echo "generated files were stale; 'make generate' changed:" >&2
+	diff <(echo "$before") <(echo "$after") | grep '^[<>]' | awk '{print "  " $3}' | sort -u >&2
+	echo "commit the regenerated files." >&2
+	exit 1
+fi
+untracked=$(git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac)
+if [ -n "$untracked" ]; then
+	echo "generated files not tracked by git (git add them):" >&2
+	echo "$untracked" >&2
 	exit 1
 fi
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -17,4 +27,4 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-echo "verify: generated files and formatting are up to date"
+echo "verify: generated files are up to date and tracked; Go code is gofmt'ed"
