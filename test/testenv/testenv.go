@@ -159,14 +159,20 @@ func ManagerOptions() manager.Options {
 // StartManager runs kiln's manager until the returned stop function is called; stop waits for it
 // to exit.
 func (e *Env) StartManager(o manager.Options) (stop func(), err error) {
+	_, stop, err = e.StartManagerFor(o)
+	return stop, err
+}
+
+// StartManagerFor is StartManager that also returns the manager, for tests that look into it.
+func (e *Env) StartManagerFor(o manager.Options) (ctrl.Manager, func(), error) {
 	mgr, err := manager.New(e.Config, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	return func() {
+	return mgr, func() {
 		cancel()
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "manager stopped with:", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -16,11 +17,16 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// mgr is the manager under test, for tests that look into its cache.
+	mgr ctrl.Manager
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (func(), error) {
-		return e.StartManager(testenv.ManagerOptions())
+	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (stop func(), err error) {
+		mgr, stop, err = e.StartManagerFor(testenv.ManagerOptions())
+		return stop, err
 	}))
 }
 
