@@ -38,5 +38,5 @@ test-integration: ## Integration suites against the real kube-apiserver.
 fuzz: ## Run the fuzz targets for FUZZ_TIME each.
 	@bash hack/fuzz.sh $(FUZZ_TIME)
 
-run: build ## Run the manager against the cluster of $KUBECONFIG (with CRDs installed).
-	./bin/kiln manager
+run: build ## A local cluster, kiln and the samples; Ctrl-C tears it down.
+	@tools=$$(bash hack/tools.sh) && ./bin/kiln dev --tools "$$tools"

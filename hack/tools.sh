@@ -36,5 +36,13 @@ if [ "${1:-}" != "--envtest" ]; then
 	build "$here" kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
 	build "$here/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
 	build "$here/kwok" kwokctl sigs.k8s.io/kwok/cmd/kwokctl
+	# kwok's stock node and pod stages, from the same pinned module: a cluster given stages of its
+	# own (config/dev) must list these too, or nodes stay NotReady and pods Pending.
+	if [ ! -f "$bin/stages/pod-ready.yaml" ]; then
+		kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+		mkdir -p "$bin/stages"
+		cp "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$kwok_dir"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml "$bin/stages/"
+		chmod u+w "$bin"/stages/*.yaml
+	fi
 fi
 echo "$bin"

@@ -21,6 +21,7 @@ const usage = `kiln runs machine-learning workloads on Kubernetes.
 
 Usage:
   kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
+  kiln dev [flags]       a local cluster with kiln and the sample jobs (what make run does)
 `
 
 func main() {
@@ -32,6 +33,11 @@ func main() {
 	case "manager":
 		if err := runManager(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "kiln manager:", err)
+			os.Exit(1)
+		}
+	case "dev":
+		if err := runDev(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "kiln dev:", err)
 			os.Exit(1)
 		}
 	default:

@@ -1,0 +1,195 @@
+// Package devcluster runs a real local Kubernetes control plane for `make run`, the end-to-end
+// suite and the benchmark: kube-apiserver, etcd, kube-scheduler and kube-controller-manager as
+// processes started by kwokctl's binary runtime, with kwok playing the kubelets of fake nodes.
+// The binaries come from hack/tools.sh; nothing is downloaded.
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options describe the cluster to create.
+type Options struct {
+	// Name of the kwok cluster; also the folder of its state under WorkDir.
+	Name string
+	// ToolsDir holds the binaries hack/tools.sh built, and their stages/ folder.
+	ToolsDir string
+	// WorkDir is where kwokctl keeps clusters (KWOK_WORKDIR); default ~/.cache/kiln/kwok.
+	WorkDir string
+	// Stages are extra kwok Stage files (kiln's simulated training: config/dev/stages.yaml).
+	Stages []string
+	// Nodes is the number of CPU nodes; GPUNodes nodes also carry GPUsPerNode nvidia.com/gpu.
+	Nodes, GPUNodes, GPUsPerNode int
+	// Log receives kwokctl's output; default io.Discard.
+	Log io.Writer
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Name string
+	// Kubeconfig is the path of the cluster's kubeconfig file.
+	Kubeconfig string
+	Config     *rest.Config
+	Client     client.Client
+	opts       Options
+}
+
+// DefaultWorkDir is where clusters live unless Options.WorkDir says otherwise.
+func DefaultWorkDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "kiln", "kwok")
+}
+
+// Create starts a cluster, deleting first any earlier cluster of the same name, and adds its
+// nodes. On error nothing is left running.
+func Create(ctx context.Context, o Options) (*Cluster, error) {
+	if o.WorkDir == "" {
+		o.WorkDir = DefaultWorkDir()
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	for _, bin := range []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(o.ToolsDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s is not in %q: build the tools with `bash hack/tools.sh` (the first time takes several minutes)", bin, o.ToolsDir)
+		}
+	}
+	c := &Cluster{Name: o.Name, Kubeconfig: filepath.Join(o.WorkDir, "clusters", o.Name, "kubeconfig.yaml"), opts: o}
+	_ = c.Delete() // a cluster left behind by an interrupted run
+	if err := c.kwokctl(ctx, c.createArgs()...); err != nil {
+		_ = c.Delete()
+		return nil, fmt.Errorf("creating cluster %s: %w", o.Name, err)
+	}
+	if err := c.connect(); err != nil {
+		_ = c.Delete()
+		return nil, err
+	}
+	if err := c.addNodes(ctx); err != nil {
+		_ = c.Delete()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) createArgs() []string {
+	t := c.opts.ToolsDir
+	args := []string{"create", "cluster", "--name", c.Name, "--runtime", "binary",
+		"--kube-apiserver-binary", filepath.Join(t, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(t, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(t, "kube-scheduler"),
+		"--etcd-binary", filepath.Join(t, "etcd"),
+		"--kwok-controller-binary", filepath.Join(t, "kwok"),
+		"--disable-qps-limits",
+		"--kubeconfig", filepath.Join(c.opts.WorkDir, "clusters", c.Name+".merged-kubeconfig"),
+		// The default /24 runs out at ~250 ClusterIP services.
+		"--extra-args", "kube-apiserver=service-cluster-ip-range=10.96.0.0/16",
+		"--extra-args", "kube-controller-manager=service-cluster-ip-range=10.96.0.0/16",
+		"--wait", "2m",
+	}
+	// Stages given with -c replace kwok's defaults: list the stock ones too.
+	for _, s := range []string{"node-initialize", "pod-ready", "pod-complete", "pod-delete"} {
+		args = append(args, "-c", filepath.Join(t, "stages", s+".yaml"))
+	}
+	for _, s := range c.opts.Stages {
+		args = append(args, "-c", s)
+	}
+	return args
+}
+
+// Delete stops the cluster's processes and removes its state. It is safe to call twice.
+func (c *Cluster) Delete() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := os.Stat(filepath.Join(c.opts.WorkDir, "clusters", c.Name)); os.IsNotExist(err) {
+		return nil
+	}
+	err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)
+	_ = os.Remove(filepath.Join(c.opts.WorkDir, "clusters", c.Name+".merged-kubeconfig"))
+	return err
+}
+
+func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.ToolsDir, "kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.opts.WorkDir)
+	var out strings.Builder
+	cmd.Stdout = io.MultiWriter(&out, c.opts.Log)
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:2], " "), err, tail(out.String(), 2000))
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// Scheme knows the built-in kinds and CRDs (for installing them).
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	return s
+}
+
+func (c *Cluster) connect() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading the kubeconfig of cluster %s: %w", c.Name, err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return err
+	}
+	c.Config, c.Client = cfg, cl
+	return nil
+}
+
+// addNodes registers the fake nodes kwok plays the kubelet of: CPU nodes, then GPU nodes.
+func (c *Cluster) addNodes(ctx context.Context) error {
+	for i := range c.opts.Nodes + c.opts.GPUNodes {
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("32"),
+			corev1.ResourceMemory: resource.MustParse("256Gi"),
+			corev1.ResourcePods:   resource.MustParse("250"),
+		}
+		name, labels := fmt.Sprintf("kwok-node-%d", i), map[string]string{"type": "kwok"}
+		if i >= c.opts.Nodes {
+			name = fmt.Sprintf("kwok-gpu-node-%d", i-c.opts.Nodes)
+			capacity["nvidia.com/gpu"] = *resource.NewQuantity(int64(c.opts.GPUsPerNode), resource.DecimalSI)
+			labels["nvidia.com/gpu.present"] = "true"
+		}
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+			Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+		}
+		if err := c.Client.Create(ctx, node); err != nil {
+			return fmt.Errorf("adding node %s: %w", name, err)
+		}
+	}
+	return nil
+}

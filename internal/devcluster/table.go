@@ -1,0 +1,57 @@
+package devcluster
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+)
+
+// JobRow is one line of the live table.
+type JobRow struct {
+	Kind, Name, State         string
+	Active, Succeeded, Failed int32
+	Age                       time.Duration
+	Finished                  bool
+}
+
+// RowOf summarises a training job: its state is the type of its last condition, as the State
+// printer column shows it, and the counts add up every replica type.
+func RowOf(kind string, job kubeflowv1.Job, now time.Time) JobRow {
+	r := JobRow{Kind: kind, Name: job.GetName(), State: "Pending", Age: now.Sub(job.GetCreationTimestamp().Time)}
+	st := job.GetJobStatus()
+	if n := len(st.Conditions); n > 0 {
+		last := st.Conditions[n-1]
+		r.State = string(last.Type)
+		r.Finished = last.Status == corev1.ConditionTrue && (last.Type == kubeflowv1.JobSucceeded || last.Type == kubeflowv1.JobFailed)
+	}
+	for _, rs := range st.ReplicaStatuses {
+		r.Active += rs.Active
+		r.Succeeded += rs.Succeeded
+		r.Failed += rs.Failed
+	}
+	return r
+}
+
+// Table renders rows sorted by kind and name.
+func Table(rows []JobRow) string {
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Kind != rows[j].Kind {
+			return rows[i].Kind < rows[j].Kind
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tNAME\tSTATE\tACTIVE\tSUCCEEDED\tFAILED\tAGE")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Kind, r.Name, r.State, r.Active, r.Succeeded, r.Failed, r.Age.Round(time.Second))
+	}
+	w.Flush()
+	return b.String()
+}
