@@ -20,7 +20,7 @@ tools: ## Build (once) the pinned control-plane and generator binaries and print
 generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
 	@cg=$$(bash hack/tools.sh --envtest)/controller-gen; \
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
-	$$cg crd paths=./api/... output:crd:artifacts:config=config/crd/bases; \
+	$$cg crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.

@@ -90,6 +90,9 @@ func runDev(args []string) error {
 		return err
 	}
 	if err := watchSamples(ctx, jobs, len(objs)); err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C: the deferred calls tear everything down
+		}
 		return err
 	}
 	fmt.Printf("all samples finished (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -84,5 +85,23 @@ func TestSingleWorkerTFJobGetsNoTFConfig(t *testing.T) {
 	pods := waitPods(t, job, 1)
 	if v, ok := envOf(pods[0], "tensorflow")["TF_CONFIG"]; ok {
 		t.Errorf("single-worker TFJob got TF_CONFIG=%s, want none", v)
+	}
+}
+
+// Template labels and annotations reach the pods; kiln's labels win over the template's.
+func TestTemplateLabelsAndAnnotationsReachThePods(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.TFJob("meta", ns).Replicas("Worker", 2).Template("Worker", func(t *corev1.PodTemplateSpec) {
+		t.Labels = map[string]string{"team": "vision", kubeflowv1.LabelReplicaIndex: "spoofed"}
+		t.Annotations = map[string]string{"kiln.dev/simulate-duration": "5s"}
+	}).Obj())
+	pods := waitPods(t, job, 2)
+	p := pods[1]
+	if p.Labels["team"] != "vision" || p.Labels[kubeflowv1.LabelReplicaIndex] != "1" {
+		t.Errorf("labels = %v, want team=vision and replica-index=1", p.Labels)
+	}
+	if p.Annotations["kiln.dev/simulate-duration"] != "5s" {
+		t.Errorf("annotations = %v, want the template's", p.Annotations)
 	}
 }
