@@ -8,7 +8,7 @@ ENVTEST_TOOLS = $(shell bash hack/tools.sh --envtest)
 GO_TEST_FLAGS ?= -count=1
 FUZZ_TIME ?= 10s
 
-.PHONY: all build tools generate verify test test-unit test-integration fuzz run lint
+.PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run
 all: build
 
 build: ## Build bin/kiln.
@@ -21,12 +21,13 @@ generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and marke
 	@cg=$$(bash hack/tools.sh --envtest)/controller-gen; \
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
 	$$cg crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases; \
+	$(GO) run ./hack/crd-descriptions config/crd/bases/*.yaml; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.
 	@bash hack/verify.sh
 
-test: verify ## Every test: unit, fuzz, integration against the real kube-apiserver.
+test: verify ## Every test: unit, integration (real kube-apiserver), e2e (local cluster), fuzz.
 	@bash hack/test.sh
 
 test-unit: ## Unit tests only (no control plane).
@@ -34,6 +35,9 @@ test-unit: ## Unit tests only (no control plane).
 
 test-integration: ## Integration suites against the real kube-apiserver.
 	KUBEBUILDER_ASSETS=$(ENVTEST_TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
+
+test-e2e: ## The end-to-end suite on a fresh local cluster (scheduler, GC, controller-manager, kwok).
+	KILN_TOOLS_DIR=$(TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/e2e/...
 
 fuzz: ## Run the fuzz targets for FUZZ_TIME each.
 	@bash hack/fuzz.sh $(FUZZ_TIME)

@@ -116,6 +116,12 @@ func (c *Cluster) createArgs() []string {
 	return args
 }
 
+// DeleteIn deletes a cluster known only by name, with the kwokctl of toolsDir.
+func (c *Cluster) DeleteIn(workDir, toolsDir string) error {
+	c.opts.WorkDir, c.opts.ToolsDir, c.opts.Log = workDir, toolsDir, io.Discard
+	return c.Delete()
+}
+
 // Delete stops the cluster's processes and removes its state. It is safe to call twice.
 func (c *Cluster) Delete() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -110,3 +110,14 @@ func (b *Job) Edit(edit func(framework.Job)) *Job {
 
 // Obj returns the job.
 func (b *Job) Obj() framework.Job { return b.obj }
+
+// Annotate sets an annotation on the pod template of a replica type added before; on the local
+// cluster kiln.dev/simulate-duration and kiln.dev/simulate-exit-code play the training.
+func (b *Job) Annotate(rtype kubeflowv1.ReplicaType, key, value string) *Job {
+	t := &b.obj.GetReplicaSpecs()[rtype].Template
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	t.Annotations[key] = value
+	return b
+}

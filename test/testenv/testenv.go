@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +59,7 @@ func Start() (*Env, error) {
 	if assets == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh --envtest)")
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	ctrl.SetLogger(Logger())
 	bin, err := tiedToThisProcess(assets, "etcd", "kube-apiserver")
 	if err != nil {
 		return nil, err
@@ -190,6 +191,9 @@ func (e *Env) Namespace(t testing.TB) string {
 	}
 	return ns.Name
 }
+
+// Logger logs errors only (a passing suite prints nothing), everything with KILN_TEST_VERBOSE set.
+func Logger() logr.Logger { return zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())) }
 
 func zapLevel() zapcore.Level {
 	if os.Getenv("KILN_TEST_VERBOSE") != "" {

@@ -1,0 +1,168 @@
+// Package e2e runs kiln on a local cluster with a real scheduler, garbage collector and
+// controller-manager (kwok plays the kubelets and the training, see config/dev/stages.yaml) and
+// checks what needs them.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+const clusterPrefix = "kiln-e2e-"
+
+var (
+	cluster *devcluster.Cluster
+	env     *testenv.Env // helpers (kubelet-free here: kwok plays the kubelet)
+	tools   string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	tools = os.Getenv("KILN_TOOLS_DIR")
+	if tools == "" {
+		fmt.Fprintln(os.Stderr, "KILN_TOOLS_DIR is not set: run `make test-e2e`, or export KILN_TOOLS_DIR=$(bash hack/tools.sh)")
+		return 1
+	}
+	deleteAbandonedClusters()
+	ctx := context.Background()
+	var err error
+	cluster, err = devcluster.Create(ctx, devcluster.Options{
+		Name: clusterPrefix + strconv.Itoa(os.Getpid()), ToolsDir: tools,
+		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
+		Nodes:  3, GPUNodes: 1, GPUsPerNode: 4,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	teardown := sync.OnceFunc(func() {
+		if err := cluster.Delete(); err != nil {
+			fmt.Fprintln(os.Stderr, "deleting the e2e cluster:", err)
+		}
+	})
+	defer teardown()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	go func() {
+		if _, ok := <-signals; ok {
+			teardown()
+			os.Exit(130)
+		}
+	}()
+
+	if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := client.New(cluster.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env = &testenv.Env{Config: cluster.Config, Client: c}
+	ctrl.SetLogger(testenv.Logger())
+	opts := testenv.ManagerOptions()
+	mgr, err := manager.New(cluster.Config, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	defer func() { stopMgr(); <-done }()
+	return m.Run()
+}
+
+// deleteAbandonedClusters deletes e2e clusters whose test process is gone (killed before it could
+// clean up): their name carries that process's PID.
+func deleteAbandonedClusters() {
+	dirs, _ := filepath.Glob(filepath.Join(devcluster.DefaultWorkDir(), "clusters", clusterPrefix+"*"))
+	for _, d := range dirs {
+		name := filepath.Base(d)
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, clusterPrefix))
+		if err != nil || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "deleting cluster %s abandoned by process %d\n", name, pid)
+		c := &devcluster.Cluster{Name: name}
+		_ = c.DeleteIn(devcluster.DefaultWorkDir(), tools)
+	}
+}
+
+const timeout = time.Minute
+
+func create(t *testing.T, job framework.Job) framework.Job {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatalf("creating %s: %v", job.GetName(), err)
+	}
+	return job
+}
+
+func get(t *testing.T, job framework.Job) (framework.Job, error) {
+	fresh := job.DeepCopyObject().(framework.Job)
+	err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh)
+	return fresh, err
+}
+
+func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) framework.Job {
+	t.Helper()
+	var fresh framework.Job
+	testenv.EventuallyWithin(t, timeout, func() error {
+		var err error
+		if fresh, err = get(t, job); err != nil {
+			return err
+		}
+		for _, c := range fresh.GetJobStatus().Conditions {
+			if c.Type == ct && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has no %s=True condition: %+v", job.GetName(), ct, fresh.GetJobStatus().Conditions)
+	})
+	return fresh
+}
+
+func jobPods(t *testing.T, job framework.Job) []corev1.Pod {
+	return env.Pods(t, job.GetNamespace(), map[string]string{kubeflowv1.LabelJobName: job.GetName()})
+}
+
+func waitPodCount(t *testing.T, job framework.Job, n int) {
+	t.Helper()
+	testenv.EventuallyWithin(t, timeout, func() error { return testenv.Count("pods", len(jobPods(t, job)), n) })
+}
+
+// kubectl runs the cluster's kubectl and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(tools, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
