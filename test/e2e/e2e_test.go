@@ -195,3 +195,20 @@ func hasTrue(job framework.Job, ct kubeflowv1.JobConditionType) bool {
 	}
 	return false
 }
+
+func TestKubectlScalesPyTorchJobWorkers(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.PyTorchJob("scaled", ns).Replicas("Master", 1).Replicas("Worker", 1).
+		Annotate("Master", duration, "1h").Annotate("Worker", duration, "1h").Obj())
+	waitPodCount(t, job, 2)
+	kubectl(t, "scale", "-n", ns, "pytorchjob/scaled", "--replicas=3")
+	waitPodCount(t, job, 4)
+	testenv.EventuallyWithin(t, timeout, func() error {
+		out := kubectl(t, "get", "-n", ns, "pytorchjob/scaled", "-o", "jsonpath={.status.replicaStatuses.Worker.selector}")
+		if !strings.Contains(out, "training.kubeflow.org/replica-type=worker") {
+			return fmt.Errorf("Worker selector for the scale subresource = %q", out)
+		}
+		return nil
+	})
+}
