@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/internal/replicajob"
@@ -111,6 +112,7 @@ func jobScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = kubeflowv1.AddToScheme(s)
+	_ = trainingv1alpha1.AddToScheme(s)
 	return s
 }
 
@@ -160,7 +162,8 @@ func listJobs(ctx context.Context, c client.Client) ([]devcluster.JobRow, error)
 	var tf kubeflowv1.TFJobList
 	var pt kubeflowv1.PyTorchJobList
 	var xgb kubeflowv1.XGBoostJobList
-	for _, l := range []client.ObjectList{&tf, &pt, &xgb} {
+	var py trainingv1alpha1.PyJobList
+	for _, l := range []client.ObjectList{&tf, &pt, &xgb, &py} {
 		if err := c.List(ctx, l); err != nil {
 			return nil, err
 		}
@@ -173,6 +176,9 @@ func listJobs(ctx context.Context, c client.Client) ([]devcluster.JobRow, error)
 	}
 	for i := range xgb.Items {
 		rows = append(rows, devcluster.RowOf("XGBoostJob", &xgb.Items[i], now))
+	}
+	for i := range py.Items {
+		rows = append(rows, devcluster.PyJobRow(&py.Items[i], now))
 	}
 	return rows, nil
 }

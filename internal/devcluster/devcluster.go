@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,42 @@ func Create(ctx context.Context, o Options) (*Cluster, error) {
 		_ = c.Delete()
 		return nil, err
 	}
+	if err := c.addStorage(ctx); err != nil {
+		_ = c.Delete()
+		return nil, err
+	}
 	return c, nil
+}
+
+// StorageClass is the cluster's default class: no provisioner, so claims bind to the
+// PersistentVolumes made up front (kube-controller-manager's binder does it without a kubelet).
+const StorageClass = "standard"
+
+// addStorage makes StorageClass the default and adds PersistentVolumes of it for claims to bind.
+func (c *Cluster) addStorage(ctx context.Context) error {
+	sc := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: StorageClass, Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner: "kubernetes.io/no-provisioner",
+	}
+	if err := c.Client.Create(ctx, sc); err != nil {
+		return fmt.Errorf("adding storage class %s: %w", StorageClass, err)
+	}
+	for i := range 8 {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kwok-pv-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+				StorageClassName:              StorageClass,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/kwok/pv-%d", i)}},
+			},
+		}
+		if err := c.Client.Create(ctx, pv); err != nil {
+			return fmt.Errorf("adding volume %s: %w", pv.Name, err)
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) createArgs() []string {

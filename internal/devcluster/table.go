@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
 
 // JobRow is one line of the live table.
@@ -36,6 +37,20 @@ func RowOf(kind string, job kubeflowv1.Job, now time.Time) JobRow {
 		r.Failed += rs.Failed
 	}
 	return r
+}
+
+// PyJobRow summarises a PyJob: its phase, and its workers' counts.
+func PyJobRow(job *trainingv1alpha1.PyJob, now time.Time) JobRow {
+	st := job.Status
+	state := string(st.Phase)
+	if state == "" {
+		state = "Pending"
+	}
+	return JobRow{
+		Kind: "PyJob", Name: job.Name, State: state, Age: now.Sub(job.CreationTimestamp.Time),
+		Active: st.Workers.Active, Succeeded: st.Workers.Succeeded, Failed: st.Workers.Failed,
+		Finished: st.Phase == trainingv1alpha1.PyJobSucceeded || st.Phase == trainingv1alpha1.PyJobFailed,
+	}
 }
 
 // Table renders rows sorted by kind and name.

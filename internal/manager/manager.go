@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
@@ -60,9 +63,12 @@ func Frameworks(o Options) map[string]framework.Framework {
 	}
 }
 
+// pyJobKind is the --kinds name of PyJob, which has its own controller rather than a framework.
+const pyJobKind = "pyjob"
+
 // KindNames lists the kinds that --kinds accepts.
 func KindNames() []string {
-	names := make([]string, 0, 3)
+	names := []string{pyJobKind}
 	for k := range Frameworks(Options{}) {
 		names = append(names, k)
 	}
@@ -72,7 +78,7 @@ func KindNames() []string {
 
 // New builds the manager with a reconciler for every enabled kind.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	frameworks, err := enabled(o)
+	frameworks, pyJobs, err := enabled(o)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +89,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := kubeflowv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := trainingv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cacheOptions(o.Namespaces, frameworks),
+		Cache:                         cacheOptions(o.Namespaces, frameworks, pyJobs),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElection,
@@ -103,6 +112,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
 	}
+	if pyJobs {
+		if err := pyjob.NewReconciler(mgr.GetClient(), clock.RealClock{}).SetupWithManager(mgr, o.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -117,29 +131,39 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-func enabled(o Options) ([]framework.Framework, error) {
+// enabled returns the frameworks of the enabled kinds and whether PyJob is enabled.
+func enabled(o Options) ([]framework.Framework, bool, error) {
 	all := Frameworks(o)
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = KindNames()
 	}
 	var out []framework.Framework
+	pyJobs := false
 	for _, k := range kinds {
+		if strings.EqualFold(k, pyJobKind) {
+			pyJobs = true
+			continue
+		}
 		fw, ok := all[strings.ToLower(k)]
 		if !ok {
-			return nil, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
+			return nil, false, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
 		}
 		out = append(out, fw)
 	}
-	return out, nil
+	return out, pyJobs, nil
 }
 
 // cacheOptions keep the informers small: pods and services only when they carry the
-// operator-name label of an enabled kind (DECISIONS #12), and no managedFields on anything.
-func cacheOptions(namespaces []string, frameworks []framework.Framework) cache.Options {
-	names := make([]string, 0, len(frameworks))
+// operator-name label of an enabled kind (DECISIONS #12), batch Jobs and claims only when they
+// carry a PyJob's name, and no managedFields on anything.
+func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
+	names := make([]string, 0, len(frameworks)+1)
 	for _, fw := range frameworks {
 		names = append(names, fw.ControllerName)
+	}
+	if pyJobs {
+		names = append(names, pyjob.ControllerName)
 	}
 	slices.Sort(names)
 	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
@@ -147,8 +171,16 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework) cache.O
 		panic(err) // controller names are constants and valid label values
 	}
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	hasPyJob, err := labels.NewRequirement(pyjob.LabelPyJob, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	ofPyJob := cache.ByObject{Label: labels.NewSelector().Add(*hasPyJob)}
 	opts := cache.Options{
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: owned, &corev1.Service{}: owned},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: owned, &corev1.Service{}: owned,
+			&batchv1.Job{}: ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
+		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
 	if len(namespaces) > 0 {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
 
 // Scheme knows the built-in kinds and kubeflow.org/v1.
@@ -22,6 +23,7 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = kubeflowv1.AddToScheme(s)
+	_ = trainingv1alpha1.AddToScheme(s)
 	return s
 }
 

@@ -1,0 +1,239 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PyJobSpec describes one training run. Everything but suspend, ttlSecondsAfterFinished and
+// activeDeadlineSeconds is fixed once the PyJob exists: create a new PyJob to change it.
+// +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || self.outputPath.startsWith('/')",message="spec.outputPath must be an absolute path such as /mnt/output"
+// +kubebuilder:validation:XValidation:rule="!has(self.datasetPath) || self.datasetPath.startsWith('/')",message="spec.datasetPath must be an absolute path such as /mnt/dataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.dataset) || has(self.datasetPath)",message="spec.dataset needs spec.datasetPath, the path to mount it at"
+// +kubebuilder:validation:XValidation:rule="!has(self.output) || has(self.outputPath)",message="spec.output needs spec.outputPath, the path to mount it at"
+// +kubebuilder:validation:XValidation:rule="(has(self.gpu) ? self.gpu : 0) == (has(oldSelf.gpu) ? oldSelf.gpu : 0)",message="spec.gpu is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.workers) ? self.workers : 1) == (has(oldSelf.workers) ? oldSelf.workers : 1)",message="spec.workers is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command : []) == (has(oldSelf.command) ? oldSelf.command : [])",message="spec.command is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.args) ? self.args : []) == (has(oldSelf.args) ? oldSelf.args : [])",message="spec.args is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.datasetPath) ? self.datasetPath : '') == (has(oldSelf.datasetPath) ? oldSelf.datasetPath : '') && (has(self.outputPath) ? self.outputPath : '') == (has(oldSelf.outputPath) ? oldSelf.outputPath : '')",message="spec.datasetPath and spec.outputPath are immutable: create a new PyJob to change them"
+type PyJobSpec struct {
+	// Image is the container image that runs the training.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.image is immutable: create a new PyJob to change it"
+	Image string `json:"image"`
+
+	// Command is the entrypoint, e.g. ["python", "train.py"] or ["torchrun", "train.py"].
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args are appended to the command.
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env are extra environment variables of the training container.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// GPU is the number of nvidia.com/gpu each worker gets (its limit).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GPU int32 `json:"gpu,omitempty"`
+
+	// DatasetPath is where the training reads its data (DATASET_PATH); spec.dataset mounts a
+	// volume there.
+	// +optional
+	DatasetPath string `json:"datasetPath,omitempty"`
+
+	// OutputPath is where the training writes its results (OUTPUT_PATH); spec.output mounts a
+	// volume there. Without spec.output it is an emptyDir, lost with the pod.
+	// +optional
+	OutputPath string `json:"outputPath,omitempty"`
+
+	// Resources are the CPU and memory of each worker (requests and limits alike).
+	// +optional
+	Resources Resources `json:"resources,omitempty"`
+
+	// Dataset is an existing PersistentVolumeClaim mounted at datasetPath, read-only by default.
+	// +optional
+	Dataset *DatasetStorage `json:"dataset,omitempty"`
+
+	// Output is the storage mounted at outputPath: an existing claim, or a size from which kiln
+	// creates a claim "<name>-output".
+	// +optional
+	Output *OutputStorage `json:"output,omitempty"`
+
+	// Workers is the number of pods (nodes). More than one makes the run distributed: an Indexed
+	// Job and a headless Service, with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
+	// NPROC_PER_NODE (and torchrun's PET_* equivalents) set.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Workers int32 `json:"workers,omitempty"`
+
+	// BackoffLimit is the number of retries of failed pods before the run fails (default 6, as
+	// for a batch Job).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// ActiveDeadlineSeconds fails the run when it has been active this long.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the PyJob (and what it owns) this long after it finished.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// Suspend stops the run's pods until set back to false.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// NodeSelector, Tolerations, PriorityClassName, ServiceAccountName and ImagePullSecrets go to
+	// the pods as they are.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// Resources are a worker's CPU and memory.
+// +kubebuilder:validation:XValidation:rule="!has(self.cpu) || quantity(self.cpu).isGreaterThan(quantity('0'))",message="spec.resources.cpu must be positive, e.g. \"4\" or 500m"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(self.memory).isGreaterThan(quantity('0'))",message="spec.resources.memory must be positive, e.g. 8Gi"
+type Resources struct {
+	// CPU, e.g. "4".
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// Memory, e.g. 8Gi.
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// DatasetStorage is an existing claim holding the dataset.
+type DatasetStorage struct {
+	// ClaimName is the PersistentVolumeClaim to mount.
+	// +kubebuilder:validation:MinLength=1
+	ClaimName string `json:"claimName"`
+	// SubPath within the volume.
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+	// ReadOnly mounts the dataset read-only (default true).
+	// +kubebuilder:default=true
+	// +optional
+	ReadOnly *bool `json:"readOnly,omitempty"`
+}
+
+// OutputReclaimPolicy says what happens to a claim kiln created when its PyJob is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type OutputReclaimPolicy string
+
+const (
+	// OutputRetain keeps the output claim (and its data) after the PyJob is deleted.
+	OutputRetain OutputReclaimPolicy = "Retain"
+	// OutputDelete deletes the output claim with the PyJob.
+	OutputDelete OutputReclaimPolicy = "Delete"
+)
+
+// OutputStorage is where results go: an existing claim, or a size for kiln to create one.
+// +kubebuilder:validation:XValidation:rule="has(self.claimName) != has(self.size)",message="spec.output: set exactly one of claimName (an existing claim) or size (kiln creates the claim)"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(self.size).isGreaterThan(quantity('0'))",message="spec.output.size must be a positive quantity such as 100Gi"
+type OutputStorage struct {
+	// ClaimName is an existing PersistentVolumeClaim.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+	// Size of the claim kiln creates, e.g. 100Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// StorageClassName of the claim kiln creates; unset: the cluster's default class.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// ReclaimPolicy of the claim kiln creates: Retain (default) keeps it after the PyJob is
+	// deleted, Delete deletes it with the PyJob.
+	// +kubebuilder:default=Retain
+	// +optional
+	ReclaimPolicy OutputReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// PyJobPhase is where a run is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Suspended
+type PyJobPhase string
+
+const (
+	PyJobPending   PyJobPhase = "Pending"
+	PyJobRunning   PyJobPhase = "Running"
+	PyJobSucceeded PyJobPhase = "Succeeded"
+	PyJobFailed    PyJobPhase = "Failed"
+	PyJobSuspended PyJobPhase = "Suspended"
+)
+
+// WorkerCounts count the run's pods.
+type WorkerCounts struct {
+	Active    int32 `json:"active,omitempty"`
+	Ready     int32 `json:"ready,omitempty"`
+	Succeeded int32 `json:"succeeded,omitempty"`
+	Failed    int32 `json:"failed,omitempty"`
+}
+
+// PyJobStatus is what kiln observed of the run.
+type PyJobStatus struct {
+	// Phase is Pending, Running, Succeeded, Failed or Suspended.
+	// +optional
+	Phase PyJobPhase `json:"phase,omitempty"`
+	// Message says why, in words: the scheduler's reason while Pending, the exit code on failure.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Conditions: Running, Succeeded, Failed, Suspended.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Workers counts the pods.
+	// +optional
+	Workers WorkerCounts `json:"workers,omitempty"`
+	// OutputClaimName is the claim mounted at outputPath.
+	// +optional
+	OutputClaimName string `json:"outputClaimName,omitempty"`
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// PyJob runs a training program: one manifest becomes a batch Job (Indexed, with a headless
+// Service, when distributed) with its storage mounted, and a clear status.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.spec.gpu`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type PyJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PyJobSpec   `json:"spec,omitempty"`
+	Status PyJobStatus `json:"status,omitempty"`
+}
+
+// PyJobList is a list of PyJobs.
+// +kubebuilder:object:root=true
+type PyJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PyJob `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&PyJob{}, &PyJobList{}) }

@@ -1,0 +1,219 @@
+// Package pyjob is the PyJob controller: a PyJob becomes a batch Job (Indexed, with a headless
+// Service, when it has several workers) with its dataset and output storage mounted, and a
+// status read from the Job and its pods.
+package pyjob
+
+import (
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+)
+
+const (
+	// ControllerName marks the pods and services kiln manages for PyJobs, under the same label key
+	// as the Kubeflow kinds' (kiln's informer cache holds only pods with that label).
+	ControllerName = "pyjob-controller"
+	// LabelPyJob names the PyJob of a Job, pod, service or claim.
+	LabelPyJob = "training.kiln.dev/pyjob-name"
+	// ContainerName is the training container.
+	ContainerName = "trainer"
+	// MasterPort is torch.distributed's default port, on worker 0.
+	MasterPort = 29500
+	// completionIndexAnnotation is where a pod of an Indexed Job finds its index.
+	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
+	outputVolume              = "output"
+	datasetVolume             = "dataset"
+)
+
+// OutputClaimName is the claim mounted at outputPath: the user's, or the one kiln creates.
+func OutputClaimName(job *trainingv1alpha1.PyJob) string {
+	switch {
+	case job.Spec.Output == nil:
+		return ""
+	case job.Spec.Output.ClaimName != "":
+		return job.Spec.Output.ClaimName
+	}
+	return job.Name + "-output"
+}
+
+func labels(job *trainingv1alpha1.PyJob) map[string]string {
+	return map[string]string{LabelPyJob: job.Name, kubeflowv1.LabelOperatorName: ControllerName}
+}
+
+func ownerRef(job *trainingv1alpha1.PyJob) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{APIVersion: trainingv1alpha1.GroupVersion.String(), Kind: "PyJob",
+		Name: job.Name, UID: job.UID, Controller: &yes, BlockOwnerDeletion: &yes}
+}
+
+func objectMeta(job *trainingv1alpha1.PyJob, name string, owned bool) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: name, Namespace: job.Namespace, Labels: labels(job)}
+	if owned {
+		m.OwnerReferences = []metav1.OwnerReference{ownerRef(job)}
+	}
+	return m
+}
+
+// distributed says whether the run has several workers.
+func distributed(job *trainingv1alpha1.PyJob) bool { return job.Spec.Workers > 1 }
+
+// desiredService is the headless service that gives worker i the name <name>-<i>.<name>.
+func desiredService(job *trainingv1alpha1.PyJob) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(job, job.Name, true),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 labels(job),
+			PublishNotReadyAddresses: true,
+			Ports:                    []corev1.ServicePort{{Name: "torch-dist", Port: MasterPort}},
+		},
+	}
+}
+
+// desiredClaim is the output claim kiln creates from spec.output.size; with reclaimPolicy Retain
+// it has no owner, so that deleting the PyJob keeps the data.
+func desiredClaim(job *trainingv1alpha1.PyJob) *corev1.PersistentVolumeClaim {
+	out := job.Spec.Output
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: objectMeta(job, OutputClaimName(job), out.ReclaimPolicy == trainingv1alpha1.OutputDelete),
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: out.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *out.Size}},
+		},
+	}
+}
+
+// desiredJob is the batch Job that runs the workers.
+func desiredJob(job *trainingv1alpha1.PyJob) *batchv1.Job {
+	s := job.Spec
+	n := s.Workers
+	pod := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels(job), Annotations: podAnnotations(job)},
+		Spec: corev1.PodSpec{
+			RestartPolicy:      corev1.RestartPolicyNever,
+			Containers:         []corev1.Container{trainer(job)},
+			NodeSelector:       s.NodeSelector,
+			Tolerations:        s.Tolerations,
+			PriorityClassName:  s.PriorityClassName,
+			ServiceAccountName: s.ServiceAccountName,
+			ImagePullSecrets:   s.ImagePullSecrets,
+			Volumes:            volumes(job),
+		},
+	}
+	spec := batchv1.JobSpec{
+		Parallelism:           &n,
+		Completions:           &n,
+		BackoffLimit:          s.BackoffLimit,
+		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds,
+		Suspend:               s.Suspend,
+		Template:              pod,
+	}
+	if distributed(job) {
+		indexed := batchv1.IndexedCompletion
+		spec.CompletionMode = &indexed
+		spec.Template.Spec.Subdomain = job.Name
+	}
+	return &batchv1.Job{ObjectMeta: objectMeta(job, job.Name, true), Spec: spec}
+}
+
+// podAnnotations passes the PyJob's annotations on to its pods (kiln.dev/simulate-* among them),
+// except kubectl's bookkeeping.
+func podAnnotations(job *trainingv1alpha1.PyJob) map[string]string {
+	out := map[string]string{}
+	for k, v := range job.Annotations {
+		if !strings.HasPrefix(k, "kubectl.kubernetes.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
+	s := job.Spec
+	res := corev1.ResourceList{}
+	if s.Resources.CPU != nil {
+		res[corev1.ResourceCPU] = *s.Resources.CPU
+	}
+	if s.Resources.Memory != nil {
+		res[corev1.ResourceMemory] = *s.Resources.Memory
+	}
+	limits := res.DeepCopy()
+	if s.GPU > 0 {
+		limits["nvidia.com/gpu"] = *resource.NewQuantity(int64(s.GPU), resource.DecimalSI)
+	}
+	c := corev1.Container{
+		Name: ContainerName, Image: s.Image, Command: s.Command, Args: s.Args,
+		Env:       append(Env(job), s.Env...),
+		Resources: corev1.ResourceRequirements{Requests: res, Limits: limits},
+	}
+	if s.DatasetPath != "" && s.Dataset != nil {
+		ro := s.Dataset.ReadOnly == nil || *s.Dataset.ReadOnly
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: datasetVolume, MountPath: s.DatasetPath, SubPath: s.Dataset.SubPath, ReadOnly: ro})
+	}
+	if s.OutputPath != "" {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: outputVolume, MountPath: s.OutputPath})
+	}
+	return c
+}
+
+func volumes(job *trainingv1alpha1.PyJob) []corev1.Volume {
+	s := job.Spec
+	var vs []corev1.Volume
+	if s.DatasetPath != "" && s.Dataset != nil {
+		vs = append(vs, corev1.Volume{Name: datasetVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Dataset.ClaimName, ReadOnly: s.Dataset.ReadOnly == nil || *s.Dataset.ReadOnly}}})
+	}
+	if s.OutputPath != "" {
+		src := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		if claim := OutputClaimName(job); claim != "" {
+			src = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
+		}
+		vs = append(vs, corev1.Volume{Name: outputVolume, VolumeSource: src})
+	}
+	return vs
+}
+
+// Env tells the training where its data is and, for torchrun, where it stands: MASTER_ADDR is
+// worker 0 through the headless service, RANK the pod's completion index.
+func Env(job *trainingv1alpha1.PyJob) []corev1.EnvVar {
+	s := job.Spec
+	var env []corev1.EnvVar
+	if s.DatasetPath != "" {
+		env = append(env, corev1.EnvVar{Name: "DATASET_PATH", Value: s.DatasetPath})
+	}
+	if s.OutputPath != "" {
+		env = append(env, corev1.EnvVar{Name: "OUTPUT_PATH", Value: s.OutputPath})
+	}
+	nproc := strconv.Itoa(int(max(1, s.GPU)))
+	workers := strconv.Itoa(int(s.Workers))
+	master, rank := "localhost", corev1.EnvVar{Name: "RANK", Value: "0"}
+	if distributed(job) {
+		master = job.Name + "-0." + job.Name
+		rank = corev1.EnvVar{Name: "RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.annotations['" + completionIndexAnnotation + "']"}}}
+	}
+	port := strconv.Itoa(MasterPort)
+	nodeRank := rank
+	nodeRank.Name = "PET_NODE_RANK"
+	return append(env,
+		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
+		corev1.EnvVar{Name: "MASTER_ADDR", Value: master},
+		corev1.EnvVar{Name: "MASTER_PORT", Value: port},
+		corev1.EnvVar{Name: "WORLD_SIZE", Value: workers},
+		rank,
+		corev1.EnvVar{Name: "NPROC_PER_NODE", Value: nproc},
+		corev1.EnvVar{Name: "PET_MASTER_ADDR", Value: master},
+		corev1.EnvVar{Name: "PET_MASTER_PORT", Value: port},
+		corev1.EnvVar{Name: "PET_NNODES", Value: workers},
+		nodeRank,
+		corev1.EnvVar{Name: "PET_NPROC_PER_NODE", Value: nproc},
+	)
+}

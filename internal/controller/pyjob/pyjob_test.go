@@ -1,0 +1,124 @@
+package pyjob
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+)
+
+func pyJob(workers, gpu int32) *trainingv1alpha1.PyJob {
+	return &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "bert", Namespace: "ml", UID: "uid", Annotations: map[string]string{
+			"kiln.dev/simulate-duration": "1s", "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+		Spec: trainingv1alpha1.PyJobSpec{Image: "img", Command: []string{"python", "train.py"}, GPU: gpu, Workers: workers,
+			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
+			Dataset: &trainingv1alpha1.DatasetStorage{ClaimName: "data"},
+			Output:  &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("10Gi")), ReclaimPolicy: trainingv1alpha1.OutputRetain}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDesiredJob(t *testing.T) {
+	j := desiredJob(pyJob(4, 2))
+	if *j.Spec.Completions != 4 || *j.Spec.Parallelism != 4 || *j.Spec.CompletionMode != batchv1.IndexedCompletion || j.Spec.Template.Spec.Subdomain != "bert" {
+		t.Errorf("job spec %+v: want 4 indexed completions with subdomain bert", j.Spec)
+	}
+	pod := j.Spec.Template
+	if _, ok := pod.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || pod.Annotations["kiln.dev/simulate-duration"] != "1s" {
+		t.Errorf("pod annotations %v: want the PyJob's, without kubectl's", pod.Annotations)
+	}
+	c := pod.Spec.Containers[0]
+	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Value() != 2 {
+		t.Errorf("gpu limit %v, want 2", got.String())
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	if !mounts["/mnt/dataset"].ReadOnly || mounts["/mnt/output"].ReadOnly {
+		t.Errorf("mounts %+v: want the dataset read-only, the output writable", mounts)
+	}
+	var claims []string
+	for _, v := range pod.Spec.Volumes {
+		claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+	}
+	if diff := cmp.Diff([]string{"data", "bert-output"}, claims); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
+	}
+	if len(desiredClaim(pyJob(1, 0)).OwnerReferences) != 0 {
+		t.Error("a Retain claim must have no owner, so that it outlives the PyJob")
+	}
+}
+
+func TestEnv(t *testing.T) {
+	got := map[string]string{}
+	for _, e := range Env(pyJob(4, 2)) {
+		v := e.Value
+		if e.ValueFrom != nil {
+			v = "from:" + e.ValueFrom.FieldRef.FieldPath
+		}
+		got[e.Name] = v
+	}
+	index := "from:metadata.annotations['batch.kubernetes.io/job-completion-index']"
+	want := map[string]string{"DATASET_PATH": "/mnt/dataset", "OUTPUT_PATH": "/mnt/output", "PYTHONUNBUFFERED": "1",
+		"MASTER_ADDR": "bert-0.bert", "MASTER_PORT": "29500", "WORLD_SIZE": "4", "RANK": index, "NPROC_PER_NODE": "2",
+		"PET_MASTER_ADDR": "bert-0.bert", "PET_MASTER_PORT": "29500", "PET_NNODES": "4", "PET_NODE_RANK": index, "PET_NPROC_PER_NODE": "2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	failedPod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{completionIndexAnnotation: "1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}},
+	}
+	pending := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."}}}}
+	cond := func(t batchv1.JobConditionType, reason, msg string) *batchv1.Job {
+		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}}}
+	}
+	tests := []struct {
+		name    string
+		bj      *batchv1.Job
+		pods    []corev1.Pod
+		phase   trainingv1alpha1.PyJobPhase
+		message string
+	}{
+		{"no job yet", nil, nil, trainingv1alpha1.PyJobPending, "creating the batch Job"},
+		{"unschedulable", &batchv1.Job{}, []corev1.Pod{pending}, trainingv1alpha1.PyJobPending, "Insufficient nvidia.com/gpu"},
+		{"failed with an exit code", cond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit"), []corev1.Pod{failedPod},
+			trainingv1alpha1.PyJobFailed, "worker 1 exited with code 137 (OOMKilled); BackoffLimitExceeded"},
+		{"complete", cond(batchv1.JobComplete, "CompletionsReached", ""), nil, trainingv1alpha1.PyJobSucceeded, "all 4 workers completed"},
+		{"suspended", &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr(true)}}, nil, trainingv1alpha1.PyJobSuspended, "set spec.suspend to false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := status(pyJob(4, 1), tc.bj, tc.pods, "", now)
+			if st.Phase != tc.phase || !strings.Contains(st.Message, tc.message) {
+				t.Errorf("phase %s message %q, want %s containing %q", st.Phase, st.Message, tc.phase, tc.message)
+			}
+			trues := 0
+			for _, c := range st.Conditions {
+				if c.Status == metav1.ConditionTrue {
+					trues++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.phase == trainingv1alpha1.PyJobPending]; trues != want {
+				t.Errorf("%d True conditions, want %d: %+v", trues, want, st.Conditions)
+			}
+		})
+	}
+}

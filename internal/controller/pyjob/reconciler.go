@@ -1,0 +1,169 @@
+package pyjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+
+// Reconciler reconciles PyJobs.
+type Reconciler struct {
+	client client.Client
+	clock  clock.PassiveClock
+}
+
+// NewReconciler returns the PyJob reconciler.
+func NewReconciler(c client.Client, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{client: c, clock: clk}
+}
+
+// SetupWithManager watches PyJobs, the Jobs, services and claims they own, and their pods (for
+// the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pyjob").
+		For(&trainingv1alpha1.PyJob{}).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if name := o.GetLabels()[LabelPyJob]; name != "" {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+			}
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
+		Complete(r)
+}
+
+// Reconcile creates what the PyJob needs, keeps the Job's suspend in line, writes the status and
+// deletes the PyJob once its TTL after finishing ran out.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var job trainingv1alpha1.PyJob
+	if err := r.client.Get(ctx, req.NamespacedName, &job); err != nil || job.DeletionTimestamp != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if job.Spec.Workers < 1 {
+		job.Spec.Workers = 1 // the CRD defaults it; a PyJob written before that gets the same
+	}
+	var problem string
+	if job.Spec.Output != nil && job.Spec.Output.Size != nil {
+		if p, err := r.ensure(ctx, &job, desiredClaim(&job), &corev1.PersistentVolumeClaim{}); err != nil || p != "" {
+			problem = p
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	if distributed(&job) && problem == "" {
+		if p, err := r.ensure(ctx, &job, desiredService(&job), &corev1.Service{}); err != nil {
+			return reconcile.Result{}, err
+		} else if p != "" {
+			problem = p
+		}
+	}
+	var bj *batchv1.Job
+	if problem == "" {
+		existing := &batchv1.Job{}
+		p, err := r.ensure(ctx, &job, desiredJob(&job), existing)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		problem = p
+		if p == "" {
+			bj = existing
+			if err := r.syncSuspend(ctx, &job, bj); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelPyJob: job.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	now := metav1.NewTime(r.clock.Now())
+	st := status(&job, bj, pods.Items, problem, now)
+	if !equality.Semantic.DeepEqual(job.Status, st) {
+		base := job.DeepCopy()
+		job.Status = st
+		if err := r.client.Status().Patch(ctx, &job, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
+		}
+	}
+	return r.expire(ctx, &job)
+}
+
+// ensure creates obj unless it exists; existing receives what is there. A same-named object the
+// PyJob does not control is never adopted: the returned problem says so.
+func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (string, error) {
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	if apierrors.IsNotFound(err) {
+		err = r.client.Create(ctx, obj)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			// The cache holds only kiln's objects: this one is someone else's.
+			return conflict(obj), nil
+		case err != nil:
+			return "", fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+		return "", r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	}
+	if err != nil {
+		return "", err
+	}
+	if existing.GetLabels()[LabelPyJob] != job.Name || (len(obj.GetOwnerReferences()) > 0 && !metav1.IsControlledBy(existing, job)) {
+		return conflict(obj), nil
+	}
+	return "", nil
+}
+
+func conflict(obj client.Object) string {
+	kind := fmt.Sprintf("%T", obj)
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	return fmt.Sprintf("%s %s already exists and does not belong to this PyJob: delete or rename it", kind, obj.GetName())
+}
+
+// syncSuspend carries spec.suspend to the Job (the only field of it that changes).
+func (r *Reconciler) syncSuspend(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) error {
+	want := job.Spec.Suspend != nil && *job.Spec.Suspend
+	if got := bj.Spec.Suspend != nil && *bj.Spec.Suspend; got == want {
+		return nil
+	}
+	base := bj.DeepCopy()
+	bj.Spec.Suspend = &want
+	return r.client.Patch(ctx, bj, client.MergeFrom(base))
+}
+
+// expire deletes a finished PyJob whose ttlSecondsAfterFinished ran out, or says when it will.
+func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (reconcile.Result, error) {
+	ttl, done := job.Spec.TTLSecondsAfterFinished, job.Status.CompletionTime
+	if ttl == nil || done == nil {
+		return reconcile.Result{}, nil
+	}
+	left := done.Add(time.Duration(*ttl) * time.Second).Sub(r.clock.Now())
+	if left > 0 {
+		return reconcile.Result{RequeueAfter: left}, nil
+	}
+	return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+}

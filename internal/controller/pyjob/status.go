@@ -1,0 +1,127 @@
+package pyjob
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+)
+
+// status derives the PyJob's status from its batch Job and pods as seen now; problem, when not
+// empty, is what keeps kiln from running it (a name taken by someone else's object).
+func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, problem string, now metav1.Time) trainingv1alpha1.PyJobStatus {
+	st := *job.Status.DeepCopy()
+	st.ObservedGeneration = job.Generation
+	st.OutputClaimName = OutputClaimName(job)
+	phase, reason, msg := trainingv1alpha1.PyJobPending, "Creating", "creating the batch Job"
+	if bj != nil {
+		st.Workers = trainingv1alpha1.WorkerCounts{Active: bj.Status.Active, Succeeded: bj.Status.Succeeded, Failed: bj.Status.Failed}
+		if bj.Status.Ready != nil {
+			st.Workers.Ready = *bj.Status.Ready
+		}
+		st.StartTime, st.CompletionTime = bj.Status.StartTime, bj.Status.CompletionTime
+		phase, reason, msg = phaseOf(job, bj, pods)
+	}
+	if problem != "" {
+		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", problem
+	}
+	if (phase == trainingv1alpha1.PyJobFailed || phase == trainingv1alpha1.PyJobSucceeded) && st.CompletionTime == nil {
+		st.CompletionTime = &now
+	}
+	st.Phase, st.Message = phase, msg
+	for _, t := range []trainingv1alpha1.PyJobPhase{trainingv1alpha1.PyJobRunning, trainingv1alpha1.PyJobSucceeded, trainingv1alpha1.PyJobFailed, trainingv1alpha1.PyJobSuspended} {
+		c := metav1.Condition{Type: string(t), Status: metav1.ConditionFalse, Reason: "Not" + string(t), ObservedGeneration: job.Generation, LastTransitionTime: now}
+		if t == phase {
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, reason, msg
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st
+}
+
+func phaseOf(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod) (trainingv1alpha1.PyJobPhase, string, string) {
+	if c := jobCondition(bj, batchv1.JobComplete); c != nil {
+		if job.Spec.Workers == 1 {
+			return trainingv1alpha1.PyJobSucceeded, "Completed", "the worker completed"
+		}
+		return trainingv1alpha1.PyJobSucceeded, "Completed", fmt.Sprintf("all %d workers completed", job.Spec.Workers)
+	}
+	if c := jobCondition(bj, batchv1.JobFailed); c != nil {
+		msg := fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		if exits := exitCodes(pods); exits != "" {
+			msg = exits + "; " + msg
+		}
+		return trainingv1alpha1.PyJobFailed, c.Reason, msg
+	}
+	if bj.Spec.Suspend != nil && *bj.Spec.Suspend {
+		return trainingv1alpha1.PyJobSuspended, "Suspended", "suspended: set spec.suspend to false to run"
+	}
+	running := 0
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running++
+		}
+	}
+	if running > 0 {
+		return trainingv1alpha1.PyJobRunning, "Running", fmt.Sprintf("%d of %d workers running", running, job.Spec.Workers)
+	}
+	if why := unschedulable(pods); why != "" {
+		return trainingv1alpha1.PyJobPending, "Unschedulable", why
+	}
+	return trainingv1alpha1.PyJobPending, "Starting", "waiting for the workers to start"
+}
+
+func jobCondition(bj *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range bj.Status.Conditions {
+		if c := &bj.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// unschedulable is the scheduler's word on a pod it cannot place, e.g. "0/6 nodes are
+// available: 6 Insufficient nvidia.com/gpu.".
+func unschedulable(pods []corev1.Pod) string {
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return "cannot schedule worker pods: " + c.Message
+			}
+		}
+	}
+	return ""
+}
+
+// exitCodes tells how the failed workers ended, e.g. "worker 1 exited with code 1 (Error)".
+func exitCodes(pods []corev1.Pod) string {
+	var out []string
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == ContainerName && t != nil {
+				out = append(out, fmt.Sprintf("worker %s exited with code %d (%s)", workerOf(p), t.ExitCode, t.Reason))
+			}
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("and %d more", len(out)-3))
+	}
+	return strings.Join(out, ", ")
+}
+
+func workerOf(p corev1.Pod) string {
+	if i, ok := p.Annotations[completionIndexAnnotation]; ok {
+		return i
+	}
+	return p.Name
+}

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// newPyJob is a PyJob whose pods run for run (kiln.dev/simulate-duration) and exit with code.
+func newPyJob(ns, name, run, code string, edit func(*trainingv1alpha1.PyJobSpec)) *trainingv1alpha1.PyJob {
+	j := &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{duration: run, exitCode: code}},
+		Spec: trainingv1alpha1.PyJobSpec{
+			Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
+			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
+			Resources: trainingv1alpha1.Resources{CPU: ptr(resource.MustParse("1")), Memory: ptr(resource.MustParse("1Gi"))},
+		},
+	}
+	if edit != nil {
+		edit(&j.Spec)
+	}
+	if err := env.Client.Create(context.Background(), j); err != nil {
+		panic(fmt.Sprintf("creating PyJob %s: %v", name, err))
+	}
+	return j
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
+	t.Helper()
+	fresh := &trainingv1alpha1.PyJob{}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != phase {
+			return fmt.Errorf("PyJob %s is %s (%q), want %s", j.Name, fresh.Status.Phase, fresh.Status.Message, phase)
+		}
+		return nil
+	})
+	return fresh
+}
+
+func TestPyJobSucceeds(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	j := newPyJob(ns, "bert", "2s", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 1 })
+	done := waitPhase(t, j, trainingv1alpha1.PyJobSucceeded)
+	if done.Status.StartTime == nil || done.Status.CompletionTime == nil || done.Status.ObservedGeneration != done.Generation {
+		t.Errorf("status %+v: want start and completion times and observedGeneration", done.Status)
+	}
+	var bj batchv1.Job
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bert"}, &bj); err != nil {
+		t.Fatal(err)
+	}
+	c := bj.Spec.Template.Spec.Containers[0]
+	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Value() != 1 {
+		t.Errorf("nvidia.com/gpu limit = %v, want 1", got.String())
+	}
+}
+
+func TestPyJobFailureNamesTheExitCode(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	j := newPyJob(ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr[int32](0) })
+	failed := waitPhase(t, j, trainingv1alpha1.PyJobFailed)
+	if !strings.Contains(failed.Status.Message, "exited with code 3") {
+		t.Errorf("message %q does not name the exit code", failed.Status.Message)
+	}
+}
+
+func TestDistributedPyJobIsAnIndexedJobWithRanks(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	j := newPyJob(ns, "dist", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 4; s.GPU = 1 })
+	waitPhase(t, j, trainingv1alpha1.PyJobRunning)
+	var pods []corev1.Pod
+	testenv.EventuallyWithin(t, timeout, func() error {
+		pods = env.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "dist"})
+		return testenv.Count("pods", len(pods), 4)
+	})
+	indexes := map[string]bool{}
+	for _, p := range pods {
+		indexes[p.Annotations["batch.kubernetes.io/job-completion-index"]] = true
+		if p.Spec.Subdomain != "dist" || !strings.HasPrefix(p.Spec.Hostname, "dist-") {
+			t.Errorf("pod %s hostname %q subdomain %q: want dist-<i>.dist", p.Name, p.Spec.Hostname, p.Spec.Subdomain)
+		}
+		e := map[string]corev1.EnvVar{}
+		for _, v := range p.Spec.Containers[0].Env {
+			e[v.Name] = v
+		}
+		if e["MASTER_ADDR"].Value != "dist-0.dist" || e["WORLD_SIZE"].Value != "4" || e["MASTER_PORT"].Value != "29500" || e["NPROC_PER_NODE"].Value != "1" {
+			t.Errorf("pod %s env MASTER_ADDR=%s WORLD_SIZE=%s MASTER_PORT=%s NPROC_PER_NODE=%s", p.Name,
+				e["MASTER_ADDR"].Value, e["WORLD_SIZE"].Value, e["MASTER_PORT"].Value, e["NPROC_PER_NODE"].Value)
+		}
+		if r := e["RANK"].ValueFrom; r == nil || r.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
+			t.Errorf("pod %s RANK = %+v, want the completion index", p.Name, e["RANK"])
+		}
+	}
+	if len(indexes) != 4 {
+		t.Errorf("completion indexes %v, want 0..3", indexes)
+	}
+	var svc corev1.Service
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dist"}, &svc); err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("headless service dist: %v %+v", err, svc.Spec)
+	}
+}
+
+func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	class := "kiln-manual-" + ns
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), pv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
+	j := newPyJob(ns, "stored", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
+		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: &class, ReclaimPolicy: trainingv1alpha1.OutputDelete}
+	})
+	running := waitPhase(t, j, trainingv1alpha1.PyJobRunning)
+	if running.Status.OutputClaimName != "stored-output" {
+		t.Errorf("outputClaimName = %q", running.Status.OutputClaimName)
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stored-output"}, &pvc); err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || !metav1.IsControlledBy(&pvc, running) {
+		t.Errorf("claim phase %s, owners %+v: want Bound and owned by the PyJob", pvc.Status.Phase, pvc.OwnerReferences)
+	}
+
+	// Deleting the PyJob removes what kiln created; the claim goes too (reclaimPolicy Delete).
+	if err := env.Client.Delete(context.Background(), running, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		for _, o := range []client.Object{&batchv1.Job{}, &corev1.PersistentVolumeClaim{}} {
+			name := map[bool]string{true: "stored", false: "stored-output"}[fmt.Sprintf("%T", o) == "*v1.Job"]
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s still there (%v)", o, name, err)
+			}
+		}
+		return testenv.Count("pods", len(env.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "stored"})), 0)
+	})
+}
+
+func TestPyJobRetainedOutputOutlivesThePyJob(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	j := newPyJob(ns, "keep", "1s", "0", func(s *trainingv1alpha1.PyJobSpec) {
+		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: ptr("none"), ReclaimPolicy: trainingv1alpha1.OutputRetain}
+	})
+	var pvc corev1.PersistentVolumeClaim
+	testenv.EventuallyWithin(t, timeout, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc)
+	})
+	if err := env.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job keep still there (%v)", err)
+		}
+		return nil
+	})
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc); err != nil || pvc.DeletionTimestamp != nil {
+		t.Errorf("the retained claim went with the PyJob: %v", err)
+	}
+}
+
+func TestPyJobAskingForTooManyGPUsSaysWhy(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	j := newPyJob(ns, "greedy", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 64 })
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(fresh.Status.Message, "Insufficient nvidia.com/gpu") {
+			return fmt.Errorf("phase %s message %q, want Pending with the scheduler's reason", fresh.Status.Phase, fresh.Status.Message)
+		}
+		return nil
+	})
+}

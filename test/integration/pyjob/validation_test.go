@@ -1,0 +1,106 @@
+// Package pyjob checks PyJob admission against the real kube-apiserver: the CRD's schema and CEL
+// rules reject bad input with a message that names the field.
+package pyjob
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
+
+func valid(ns string) *trainingv1alpha1.PyJob {
+	return &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "p-", Namespace: ns},
+		Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"},
+			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"},
+	}
+}
+
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
+func TestBadPyJobsAreRejectedNamingTheField(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name string
+		edit func(*trainingv1alpha1.PyJobSpec)
+		want string
+	}{
+		{"empty image", func(s *trainingv1alpha1.PyJobSpec) { s.Image = "" }, "spec.image"},
+		{"negative gpu", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = -1 }, "spec.gpu"},
+		{"workers below 1", func(s *trainingv1alpha1.PyJobSpec) { s.Workers = -2 }, "spec.workers"},
+		{"relative dataset path", func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "data" }, "spec.datasetPath must be an absolute path"},
+		{"relative output path", func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "out/" }, "spec.outputPath must be an absolute path"},
+		{"output with both claim and size", func(s *trainingv1alpha1.PyJobSpec) {
+			s.Output = &trainingv1alpha1.OutputStorage{ClaimName: "c", Size: q("1Gi")}
+		}, "set exactly one of claimName"},
+		{"negative output size", func(s *trainingv1alpha1.PyJobSpec) {
+			s.Output = &trainingv1alpha1.OutputStorage{Size: q("-1Gi")}
+		}, "spec.output.size must be a positive quantity"},
+		{"zero memory", func(s *trainingv1alpha1.PyJobSpec) { s.Resources.Memory = q("0") }, "spec.resources.memory must be positive"},
+		{"dataset without a path", func(s *trainingv1alpha1.PyJobSpec) {
+			s.DatasetPath = ""
+			s.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: "data"}
+		}, "spec.dataset needs spec.datasetPath"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := valid(ns)
+			tc.edit(&j.Spec)
+			err := env.Client.Create(context.Background(), j)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestImmutableFieldsCannotChange(t *testing.T) {
+	ns := env.Namespace(t)
+	j := valid(ns)
+	if err := env.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	for field, edit := range map[string]func(*trainingv1alpha1.PyJobSpec){
+		"spec.image":   func(s *trainingv1alpha1.PyJobSpec) { s.Image = "other:1" },
+		"spec.gpu":     func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 2 },
+		"spec.workers": func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 3 },
+		"spec.command": func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
+	} {
+		changed := j.DeepCopy()
+		edit(&changed.Spec)
+		err := env.Client.Update(context.Background(), changed)
+		if err == nil || !strings.Contains(err.Error(), field+" is immutable") {
+			t.Errorf("changing %s: error = %v, want %q", field, err, field+" is immutable")
+		}
+	}
+	suspended := j.DeepCopy()
+	yes := true
+	suspended.Spec.Suspend = &yes
+	if err := env.Client.Update(context.Background(), suspended); err != nil {
+		t.Errorf("suspending must stay possible: %v", err)
+	}
+}
+
+func TestTheIssueExampleIsAccepted(t *testing.T) {
+	ns := env.Namespace(t)
+	j := valid(ns)
+	j.Spec.GPU = 1
+	j.Spec.Resources = trainingv1alpha1.Resources{CPU: q("4"), Memory: q("8Gi")}
+	if err := env.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Spec.Workers != 1 {
+		t.Errorf("workers defaulted to %d, want 1", j.Spec.Workers)
+	}
+}
