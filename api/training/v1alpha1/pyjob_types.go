@@ -16,7 +16,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="(has(self.workers) ? self.workers : 1) == (has(oldSelf.workers) ? oldSelf.workers : 1)",message="spec.workers is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command : []) == (has(oldSelf.command) ? oldSelf.command : [])",message="spec.command is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="(has(self.args) ? self.args : []) == (has(oldSelf.args) ? oldSelf.args : [])",message="spec.args is immutable: create a new PyJob to change it"
-// +kubebuilder:validation:XValidation:rule="(has(self.datasetPath) ? self.datasetPath : ”) == (has(oldSelf.datasetPath) ? oldSelf.datasetPath : ”) && (has(self.outputPath) ? self.outputPath : ”) == (has(oldSelf.outputPath) ? oldSelf.outputPath : ”)",message="spec.datasetPath and spec.outputPath are immutable: create a new PyJob to change them"
+// +kubebuilder:validation:XValidation:rule="has(self.datasetPath) == has(oldSelf.datasetPath) && (!has(self.datasetPath) || self.datasetPath == oldSelf.datasetPath) && has(self.outputPath) == has(oldSelf.outputPath) && (!has(self.outputPath) || self.outputPath == oldSelf.outputPath)",message="spec.datasetPath and spec.outputPath are immutable: create a new PyJob to change them"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
 	// +kubebuilder:validation:MinLength=1

@@ -72,16 +72,18 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for field, edit := range map[string]func(*trainingv1alpha1.PyJobSpec){
-		"spec.image":   func(s *trainingv1alpha1.PyJobSpec) { s.Image = "other:1" },
-		"spec.gpu":     func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 2 },
-		"spec.workers": func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 3 },
-		"spec.command": func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
+		"spec.image":       func(s *trainingv1alpha1.PyJobSpec) { s.Image = "other:1" },
+		"spec.gpu":         func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 2 },
+		"spec.workers":     func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 3 },
+		"spec.command":     func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
+		"spec.datasetPath": func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "/data2" },
+		"spec.outputPath":  func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "" },
 	} {
 		changed := j.DeepCopy()
 		edit(&changed.Spec)
 		err := env.Client.Update(context.Background(), changed)
-		if err == nil || !strings.Contains(err.Error(), field+" is immutable") {
-			t.Errorf("changing %s: error = %v, want %q", field, err, field+" is immutable")
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "immutable") {
+			t.Errorf("changing %s: error = %v, want one saying %s is immutable", field, err, field)
 		}
 	}
 	suspended := j.DeepCopy()
