@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 	cluster, err = devcluster.Create(ctx, devcluster.Options{
 		Name: clusterPrefix + strconv.Itoa(os.Getpid()), ToolsDir: tools,
 		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
-		Nodes:  3, GPUNodes: 1, GPUsPerNode: 4,
+		Nodes:  3, GPUNodes: 2, GPUsPerNode: 8,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -19,7 +19,8 @@ import (
 )
 
 // newPyJob is a PyJob whose pods run for run (kiln.dev/simulate-duration) and exit with code.
-func newPyJob(ns, name, run, code string, edit func(*trainingv1alpha1.PyJobSpec)) *trainingv1alpha1.PyJob {
+// The PyJob is deleted when the test ends, so that its pods free their GPUs for the other tests.
+func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alpha1.PyJobSpec)) *trainingv1alpha1.PyJob {
 	j := &trainingv1alpha1.PyJob{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{duration: run, exitCode: code}},
 		Spec: trainingv1alpha1.PyJobSpec{
@@ -32,8 +33,11 @@ func newPyJob(ns, name, run, code string, edit func(*trainingv1alpha1.PyJobSpec)
 		edit(&j.Spec)
 	}
 	if err := env.Client.Create(context.Background(), j); err != nil {
-		panic(fmt.Sprintf("creating PyJob %s: %v", name, err))
+		t.Fatalf("creating PyJob %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	})
 	return j
 }
 
@@ -57,7 +61,7 @@ func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.P
 func TestPyJobSucceeds(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(ns, "bert", "2s", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 1 })
+	j := newPyJob(t, ns, "bert", "2s", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 1 })
 	done := waitPhase(t, j, trainingv1alpha1.PyJobSucceeded)
 	if done.Status.StartTime == nil || done.Status.CompletionTime == nil || done.Status.ObservedGeneration != done.Generation {
 		t.Errorf("status %+v: want start and completion times and observedGeneration", done.Status)
@@ -75,7 +79,7 @@ func TestPyJobSucceeds(t *testing.T) {
 func TestPyJobFailureNamesTheExitCode(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr[int32](0) })
+	j := newPyJob(t, ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr[int32](0) })
 	failed := waitPhase(t, j, trainingv1alpha1.PyJobFailed)
 	if !strings.Contains(failed.Status.Message, "exited with code 3") {
 		t.Errorf("message %q does not name the exit code", failed.Status.Message)
@@ -85,7 +89,7 @@ func TestPyJobFailureNamesTheExitCode(t *testing.T) {
 func TestDistributedPyJobIsAnIndexedJobWithRanks(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(ns, "dist", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 4; s.GPU = 1 })
+	j := newPyJob(t, ns, "dist", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 4; s.GPU = 1 })
 	waitPhase(t, j, trainingv1alpha1.PyJobRunning)
 	var pods []corev1.Pod
 	testenv.EventuallyWithin(t, timeout, func() error {
@@ -137,7 +141,7 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
-	j := newPyJob(ns, "stored", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
+	j := newPyJob(t, ns, "stored", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
 		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: &class, ReclaimPolicy: trainingv1alpha1.OutputDelete}
 	})
 	running := waitPhase(t, j, trainingv1alpha1.PyJobRunning)
@@ -170,7 +174,7 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 func TestPyJobRetainedOutputOutlivesThePyJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(ns, "keep", "1s", "0", func(s *trainingv1alpha1.PyJobSpec) {
+	j := newPyJob(t, ns, "keep", "1s", "0", func(s *trainingv1alpha1.PyJobSpec) {
 		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: ptr("none"), ReclaimPolicy: trainingv1alpha1.OutputRetain}
 	})
 	var pvc corev1.PersistentVolumeClaim
@@ -194,7 +198,7 @@ func TestPyJobRetainedOutputOutlivesThePyJob(t *testing.T) {
 func TestPyJobAskingForTooManyGPUsSaysWhy(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(ns, "greedy", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 64 })
+	j := newPyJob(t, ns, "greedy", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 64 })
 	testenv.EventuallyWithin(t, timeout, func() error {
 		fresh := &trainingv1alpha1.PyJob{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
