@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -86,7 +84,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("kiln is running; applied %d samples from %s\n\n", len(objs), samples)
 
-	jobs, err := client.New(cluster.Config, client.Options{Scheme: jobScheme()})
+	jobs, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		return err
 	}
@@ -98,7 +96,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("all samples finished (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,pyjobs,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -106,14 +104,6 @@ func runDev(args []string) error {
 		return fmt.Errorf("kiln manager stopped: %w", err)
 	}
 	return nil
-}
-
-func jobScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = kubeflowv1.AddToScheme(s)
-	_ = trainingv1alpha1.AddToScheme(s)
-	return s
 }
 
 // watchSamples prints the table whenever it changes until want jobs have finished.

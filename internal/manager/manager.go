@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -76,24 +77,23 @@ func KindNames() []string {
 	return names
 }
 
+// Scheme knows the built-in kinds and every kind kiln serves.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(kubeflowv1.AddToScheme(s))
+	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
+	return s
+}
+
 // New builds the manager with a reconciler for every enabled kind.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	frameworks, pyJobs, err := enabled(o)
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := kubeflowv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := trainingv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
+		Scheme:                        Scheme(),
 		Cache:                         cacheOptions(o.Namespaces, frameworks, pyJobs),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,

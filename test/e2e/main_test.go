@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,27 +54,17 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	teardown := sync.OnceFunc(func() {
+	defer testenv.OnInterrupt(func() {
 		if err := cluster.Delete(); err != nil {
 			fmt.Fprintln(os.Stderr, "deleting the e2e cluster:", err)
 		}
-	})
-	defer teardown()
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
-	go func() {
-		if _, ok := <-signals; ok {
-			teardown()
-			os.Exit(130)
-		}
-	}()
+	})()
 
 	if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := client.New(cluster.Config, client.Options{Scheme: testenv.Scheme()})
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -10,22 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
-	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
-
-// Scheme knows the built-in kinds and kubeflow.org/v1.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = kubeflowv1.AddToScheme(s)
-	_ = trainingv1alpha1.AddToScheme(s)
-	return s
-}
 
 // The envtest control plane has no kubelet: these helpers write pod status as one would.
 

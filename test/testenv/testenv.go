@@ -76,7 +76,7 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		_ = e.Stop()
 		return nil, err
@@ -120,23 +120,12 @@ func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int
 		return 1
 	}
 	*env = e
-	stopPlane := sync.OnceFunc(func() {
+	stopPlane := OnInterrupt(func() {
 		if err := e.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
 	})
 	defer stopPlane()
-	// An interrupted run (Ctrl-C, go test's own SIGTERM) must not leave etcd and kube-apiserver
-	// behind: stop them, then exit.
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
-	go func() {
-		if _, ok := <-signals; ok {
-			stopPlane()
-			os.Exit(130)
-		}
-	}()
 	if setup != nil {
 		stop, err := setup(e)
 		if err != nil {
@@ -146,6 +135,25 @@ func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int
 		defer stop()
 	}
 	return m.Run()
+}
+
+// OnInterrupt makes teardown run once: when the returned function is called (defer it) or on
+// Ctrl-C or SIGTERM (go test's own), after which the process exits. An interrupted run must not
+// leave processes behind.
+func OnInterrupt(teardown func()) func() {
+	once := sync.OnceFunc(teardown)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-signals; ok {
+			once()
+			os.Exit(130)
+		}
+	}()
+	return func() {
+		signal.Stop(signals)
+		once()
+	}
 }
 
 // ManagerOptions are the options the suites run kiln with: no metrics or probe listeners,
