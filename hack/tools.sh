@@ -30,6 +30,15 @@ build() { # build MODULE_DIR NAME PACKAGE [LDFLAGS]
 build "$here" etcd go.etcd.io/etcd/server/v3
 build "$here" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
 build "$here/controller-gen" controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+# The Gateway API CRDs (HTTPRoute for InferenceService canaries), from the pinned module, in a
+# folder named after its version (crds/gateway-api-vX.Y.Z).
+gw_version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/gateway-api" {print $3}' "$here/gateway-api/go.mod")
+if [ ! -f "$bin/crds/gateway-api-$gw_version/gateway.networking.k8s.io_httproutes.yaml" ]; then
+	gw_dir=$(cd "$here/gateway-api" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
+	mkdir -p "$bin/crds/gateway-api-$gw_version"
+	cp "$gw_dir"/config/crd/standard/gateway.networking.k8s.io_{gatewayclasses,gateways,httproutes,referencegrants}.yaml "$bin/crds/gateway-api-$gw_version/"
+	chmod u+w "$bin"/crds/gateway-api-"$gw_version"/*.yaml
+fi
 if [ "${1:-}" != "--envtest" ]; then
 	build "$here" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$stamp"
 	build "$here" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$stamp"

@@ -67,6 +67,8 @@ func runManager(args []string) error {
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
+	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", "ghcr.io/kiln-ml/kiln:latest", "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
+	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", "http://prometheus-operated.monitoring.svc:9090", "Prometheus that KEDA queries to scale InferenceServices from zero")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,7 +28,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
@@ -51,6 +55,8 @@ type Options struct {
 	ClusterDomain string
 	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container.
 	PyTorchInitImage string
+	// Serving configures the InferenceService controller.
+	Serving inferenceservice.Options
 	// SkipNameValidation lets a process build more than one manager (tests that restart it).
 	SkipNameValidation bool
 }
@@ -64,12 +70,15 @@ func Frameworks(o Options) map[string]framework.Framework {
 	}
 }
 
-// pyJobKind is the --kinds name of PyJob, which has its own controller rather than a framework.
-const pyJobKind = "pyjob"
+// The --kinds names of the kinds with their own controller rather than a framework.
+const (
+	pyJobKind            = "pyjob"
+	inferenceServiceKind = "inferenceservice"
+)
 
 // KindNames lists the kinds that --kinds accepts.
 func KindNames() []string {
-	names := []string{pyJobKind}
+	names := []string{pyJobKind, inferenceServiceKind}
 	for k := range Frameworks(Options{}) {
 		names = append(names, k)
 	}
@@ -83,18 +92,19 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
+	utilruntime.Must(servingv1alpha1.AddToScheme(s))
 	return s
 }
 
 // New builds the manager with a reconciler for every enabled kind.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	frameworks, pyJobs, err := enabled(o)
+	frameworks, own, err := enabled(o)
 	if err != nil {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
-		Cache:                         cacheOptions(o.Namespaces, frameworks, pyJobs),
+		Cache:                         cacheOptions(o.Namespaces, frameworks, own[pyJobKind]),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElection,
@@ -112,9 +122,15 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
 	}
-	if pyJobs {
+	if own[pyJobKind] {
 		if err := pyjob.NewReconciler(mgr.GetClient(), clock.RealClock{}).SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
+		}
+	}
+	if own[inferenceServiceKind] {
+		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, o.Serving)
+		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -131,27 +147,29 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// enabled returns the frameworks of the enabled kinds and whether PyJob is enabled.
-func enabled(o Options) ([]framework.Framework, bool, error) {
+// enabled returns the frameworks of the enabled kinds, and which kinds with their own controller
+// are enabled.
+func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	all := Frameworks(o)
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = KindNames()
 	}
 	var out []framework.Framework
-	pyJobs := false
+	own := map[string]bool{}
 	for _, k := range kinds {
-		if strings.EqualFold(k, pyJobKind) {
-			pyJobs = true
+		k = strings.ToLower(k)
+		if k == pyJobKind || k == inferenceServiceKind {
+			own[k] = true
 			continue
 		}
-		fw, ok := all[strings.ToLower(k)]
+		fw, ok := all[k]
 		if !ok {
-			return nil, false, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
+			return nil, nil, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
 		}
 		out = append(out, fw)
 	}
-	return out, pyJobs, nil
+	return out, own, nil
 }
 
 // cacheOptions keep the informers small: pods and services only when they carry the
@@ -176,10 +194,16 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		panic(err)
 	}
 	ofPyJob := cache.ByObject{Label: labels.NewSelector().Add(*hasPyJob)}
+	hasService, err := labels.NewRequirement(inferenceservice.LabelService, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	ofService := cache.ByObject{Label: labels.NewSelector().Add(*hasService)}
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: owned, &corev1.Service{}: owned,
 			&batchv1.Job{}: ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
+			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

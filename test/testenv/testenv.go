@@ -39,6 +39,9 @@ const (
 	Quiet    = 2 * time.Second
 )
 
+// toolsDir is where hack/tools.sh put the binaries (KUBEBUILDER_ASSETS as the suite found it).
+var toolsDir string
+
 // Env is a running control plane.
 type Env struct {
 	env    *envtest.Environment
@@ -65,6 +68,7 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	// envtest prefers KUBEBUILDER_ASSETS over BinaryAssetsDirectory: point it at the wrappers.
+	toolsDir = assets
 	os.Setenv("KUBEBUILDER_ASSETS", bin)
 	e := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
@@ -103,6 +107,27 @@ func tiedToThisProcess(dir string, names ...string) (string, error) {
 		}
 	}
 	return wrappers, nil
+}
+
+// InstallCRDs installs the CRDs of the given files or folders and waits until they are served.
+func (e *Env) InstallCRDs(t testing.TB, paths ...string) {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+		t.Fatalf("installing CRDs from %v: %v", paths, err)
+	}
+}
+
+// GatewayAPICRDs is the folder of the Gateway API CRDs hack/tools.sh copied next to the binaries.
+func GatewayAPICRDs(t testing.TB) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(os.Getenv("KILN_TOOLS_DIR"), "crds", "gateway-api-*"))
+	if len(dirs) == 0 {
+		dirs, _ = filepath.Glob(filepath.Join(toolsDir, "crds", "gateway-api-*"))
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no Gateway API CRDs next to the tools: run `bash hack/tools.sh --envtest`")
+	}
+	return dirs[0]
 }
 
 // Stop stops the control plane.

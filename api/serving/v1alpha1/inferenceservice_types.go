@@ -1,0 +1,179 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Framework is the model server that serves the model.
+// +kubebuilder:validation:Enum=triton;torchserve;mlserver;sklearn;xgboost;custom
+type Framework string
+
+const (
+	FrameworkTriton     Framework = "triton"
+	FrameworkTorchServe Framework = "torchserve"
+	FrameworkMLServer   Framework = "mlserver"
+	FrameworkSKLearn    Framework = "sklearn" // MLServer's scikit-learn runtime
+	FrameworkXGBoost    Framework = "xgboost" // MLServer's XGBoost runtime
+	FrameworkCustom     Framework = "custom"
+)
+
+// InferenceServiceSpec describes a model endpoint.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || self.maxReplicas >= (has(self.minReplicas) ? self.minReplicas : 1)",message="spec.maxReplicas must be at least spec.minReplicas"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'custom' || has(self.image)",message="spec.image is required with framework custom: name the image of your model server"
+type InferenceServiceSpec struct {
+	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only), or http://,
+	// https://, s3:// or gs:// (fetched into an emptyDir by an init container before the server
+	// starts).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3:// or gs://"
+	ModelURI string `json:"modelUri"`
+
+	// Framework is triton, torchserve, mlserver, sklearn, xgboost (MLServer runtimes) or custom.
+	Framework Framework `json:"framework"`
+
+	// Image overrides the framework's server image; required for custom.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Args are extra arguments of the server.
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Port is the server's HTTP port; default the framework's (8080 for TorchServe and MLServer,
+	// 8000 for Triton).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// MinReplicas is the lowest number of replicas (default 1); 0 scales to zero through KEDA,
+	// where KEDA is installed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas is the highest; above minReplicas (and minReplicas >= 1) an autoscaling/v2
+	// HorizontalPodAutoscaler scales between them on CPU.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+
+	// GPUPerReplica is the nvidia.com/gpu of each replica.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GPUPerReplica int32 `json:"gpuPerReplica,omitempty"`
+
+	// Resources of each replica.
+	// +optional
+	Resources ServingResources `json:"resources,omitempty"`
+
+	// Traffic sends a share of requests to a canary model.
+	// +optional
+	Traffic *Traffic `json:"traffic,omitempty"`
+}
+
+// ServingResources are the CPU and memory of a replica.
+type ServingResources struct {
+	// +optional
+	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
+	// +optional
+	CPULimit *resource.Quantity `json:"cpuLimit,omitempty"`
+	// +optional
+	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+	// +optional
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+}
+
+// Traffic splits requests between the model of spec.modelUri and a canary. Promote: set modelUri
+// to the canary's and remove traffic. Roll back: remove traffic.
+type Traffic struct {
+	// CanaryVersion is the model URI of the canary, in the same forms as modelUri.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3:// or gs://"
+	CanaryVersion string `json:"canaryVersion"`
+	// CanaryPercent is the share of requests the canary gets, 0 to 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	CanaryPercent int32 `json:"canaryPercent"`
+}
+
+// TrafficMode is how the canary split is enforced.
+type TrafficMode string
+
+const (
+	// TrafficHTTPRoute: a weighted Gateway API HTTPRoute splits requests exactly.
+	TrafficHTTPRoute TrafficMode = "HTTPRoute"
+	// TrafficReplicaSplit: without Gateway API, the split follows the replica counts behind the
+	// stable Service, approximately.
+	TrafficReplicaSplit TrafficMode = "ReplicaSplit"
+)
+
+// TrafficStatus is the split in force.
+type TrafficStatus struct {
+	Mode          TrafficMode `json:"mode,omitempty"`
+	StablePercent int32       `json:"stablePercent"`
+	CanaryPercent int32       `json:"canaryPercent"`
+}
+
+// InferenceServiceStatus is what kiln observed of the endpoint.
+type InferenceServiceStatus struct {
+	// Conditions: Ready, PredictorReady, CanaryReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Replicas and ReadyReplicas count the pods of both versions.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// Selector selects the stable version's pods (for the scale subresource).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// URL is the in-cluster address: http://<name>.<namespace>.svc.cluster.local.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// ActiveVersion is the model URI of the stable version; CanaryVersion the canary's.
+	// +optional
+	ActiveVersion string `json:"activeVersion,omitempty"`
+	// +optional
+	CanaryVersion string `json:"canaryVersion,omitempty"`
+	// Traffic is the split in force and how it is enforced.
+	// +optional
+	Traffic *TrafficStatus `json:"traffic,omitempty"`
+	// LastReconcileTime is when this status was last changed.
+	// +optional
+	LastReconcileTime *metav1.Time `json:"lastReconcileTime,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// InferenceService serves a model: a Deployment per version, a stable Service and per-version
+// Services, an autoscaler, a canary split and monitoring where those APIs are installed.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.minReplicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:scope=Namespaced,shortName=isvc
+// +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.readyReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Canary",type=integer,JSONPath=`.status.traffic.canaryPercent`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type InferenceService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InferenceServiceSpec   `json:"spec,omitempty"`
+	Status InferenceServiceStatus `json:"status,omitempty"`
+}
+
+// InferenceServiceList is a list of InferenceServices.
+// +kubebuilder:object:root=true
+type InferenceServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InferenceService `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&InferenceService{}, &InferenceServiceList{}) }

@@ -1,0 +1,211 @@
+package inferenceservice
+
+import (
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+// Labels on everything an InferenceService owns; version is stable or canary.
+const (
+	LabelService = "serving.kiln.dev/inferenceservice"
+	LabelVersion = "serving.kiln.dev/version"
+	stable       = "stable"
+	canary       = "canary"
+)
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }
+
+// predictorName is the Deployment and Service of one version.
+func predictorName(isvc *servingv1alpha1.InferenceService, version string) string {
+	if version == canary {
+		return isvc.Name + "-predictor-canary"
+	}
+	return isvc.Name + "-predictor"
+}
+
+func selector(isvc *servingv1alpha1.InferenceService, version string) map[string]string {
+	l := map[string]string{LabelService: isvc.Name}
+	if version != "" {
+		l[LabelVersion] = version
+	}
+	return l
+}
+
+func objectMeta(isvc *servingv1alpha1.InferenceService, name, version string) metav1.ObjectMeta {
+	yes := true
+	return metav1.ObjectMeta{
+		Name: name, Namespace: isvc.Namespace, Labels: selector(isvc, version),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1alpha1.GroupVersion.String(), Kind: "InferenceService",
+			Name: isvc.Name, UID: isvc.UID, Controller: &yes, BlockOwnerDeletion: &yes}},
+	}
+}
+
+// desiredDeployment runs one version of the model. replicas nil leaves the count to an
+// autoscaler (HPA or KEDA), which then owns it.
+func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI, fetchImage string, replicas *int32) *appsv1.Deployment {
+	s := serverOf(isvc)
+	labels := selector(isvc, version)
+	pod := corev1.PodSpec{Containers: []corev1.Container{predictor(isvc, s)}}
+	mountModel(&pod, modelURI, fetchImage)
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				// The model URI in an annotation: changing it rolls the Deployment.
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"serving.kiln.dev/model-uri": modelURI}},
+				Spec:       pod,
+			},
+		},
+	}
+}
+
+func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Container {
+	r := isvc.Spec.Resources
+	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
+	set := func(l corev1.ResourceList, name corev1.ResourceName, q *resource.Quantity) {
+		if q != nil {
+			l[name] = *q
+		}
+	}
+	set(req, corev1.ResourceCPU, r.CPURequest)
+	set(req, corev1.ResourceMemory, r.MemoryRequest)
+	set(lim, corev1.ResourceCPU, r.CPULimit)
+	set(lim, corev1.ResourceMemory, r.MemoryLimit)
+	if isvc.Spec.GPUPerReplica > 0 {
+		lim["nvidia.com/gpu"] = *resource.NewQuantity(int64(isvc.Spec.GPUPerReplica), resource.DecimalSI)
+	}
+	return corev1.Container{
+		Name: "predictor", Image: s.image,
+		Args:           append(s.args(s.port), isvc.Spec.Args...),
+		Env:            s.env,
+		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}},
+		ReadinessProbe: s.probe(s.ready),
+		LivenessProbe:  s.probe(s.live),
+		Resources:      corev1.ResourceRequirements{Requests: req, Limits: lim},
+		VolumeMounts:   []corev1.VolumeMount{{Name: "model", MountPath: ModelDir, ReadOnly: true}},
+	}
+}
+
+// mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
+// emptyDir with an init container running `kiln fetch`.
+func mountModel(pod *corev1.PodSpec, uri, fetchImage string) {
+	if rest, ok := strings.CutPrefix(uri, "pvc://"); ok {
+		claim, path, _ := strings.Cut(rest, "/")
+		pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
+		pod.Containers[0].VolumeMounts[0].SubPath = path
+		return
+	}
+	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.InitContainers = []corev1.Container{{
+		Name: "model-fetch", Image: fetchImage,
+		Args:         []string{"fetch", "--uri", uri, "--dest", ModelDir},
+		VolumeMounts: []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
+	}}
+}
+
+// desiredService is the stable Service <name> (version "": every version, so replica counts
+// split the traffic) or a per-version Service.
+func desiredService(isvc *servingv1alpha1.InferenceService, name, version string) *corev1.Service {
+	port := serverOf(isvc).port
+	m := objectMeta(isvc, name, version)
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: m,
+		Spec: corev1.ServiceSpec{
+			Selector: selector(isvc, version),
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}},
+		},
+	}
+}
+
+// desiredHPA scales the stable Deployment between minReplicas and maxReplicas on CPU.
+func desiredHPA(isvc *servingv1alpha1.InferenceService, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
+	target := int32(80)
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
+		ObjectMeta: objectMeta(isvc, predictorName(isvc, stable), stable),
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(isvc, stable)},
+			MinReplicas:    &min, MaxReplicas: max,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}},
+		},
+	}
+}
+
+// unstructuredOf builds an object of an API kiln does not import (Gateway API, KEDA, Prometheus
+// Operator) with the InferenceService's metadata.
+func unstructuredOf(isvc *servingv1alpha1.InferenceService, apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
+	m := objectMeta(isvc, name, "")
+	owner := m.OwnerReferences[0]
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]any{
+			"name": name, "namespace": isvc.Namespace, "labels": map[string]any{LabelService: isvc.Name},
+			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name,
+				"uid": string(owner.UID), "controller": true, "blockOwnerDeletion": true}},
+		},
+		"spec": spec,
+	}}
+}
+
+// desiredHTTPRoute splits requests for the stable Service between the versions' Services by
+// weight (Gateway API for a mesh: the route's parent is the Service itself).
+func desiredHTTPRoute(isvc *servingv1alpha1.InferenceService, canaryPercent int32) *unstructured.Unstructured {
+	backend := func(version string, weight int32) any {
+		return map[string]any{"name": predictorName(isvc, version), "port": int64(80), "weight": int64(weight)}
+	}
+	return unstructuredOf(isvc, "gateway.networking.k8s.io/v1", "HTTPRoute", isvc.Name, map[string]any{
+		"parentRefs": []any{map[string]any{"group": "", "kind": "Service", "name": isvc.Name, "port": int64(80)}},
+		"rules":      []any{map[string]any{"backendRefs": []any{backend(stable, 100-canaryPercent), backend(canary, canaryPercent)}}},
+	})
+}
+
+// desiredScaledObject lets KEDA scale the stable Deployment from zero on request rate.
+func desiredScaledObject(isvc *servingv1alpha1.InferenceService, max int32, prometheus string) *unstructured.Unstructured {
+	query := `sum(rate(http_requests_total{namespace="` + isvc.Namespace + `",service="` + isvc.Name + `"}[1m]))`
+	return unstructuredOf(isvc, "keda.sh/v1alpha1", "ScaledObject", predictorName(isvc, stable), map[string]any{
+		"scaleTargetRef":  map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": predictorName(isvc, stable)},
+		"minReplicaCount": int64(0), "maxReplicaCount": int64(max),
+		"triggers": []any{map[string]any{"type": "prometheus", "metadata": map[string]any{
+			"serverAddress": prometheus, "query": query, "threshold": "1"}}},
+	})
+}
+
+// desiredServiceMonitor scrapes every version's pods.
+func desiredServiceMonitor(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
+	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "ServiceMonitor", isvc.Name, map[string]any{
+		"selector":  map[string]any{"matchLabels": map[string]any{LabelService: isvc.Name, LabelVersion: stable}},
+		"endpoints": []any{map[string]any{"port": "http", "path": "/metrics"}},
+	})
+}
+
+// desiredPrometheusRule alerts on unavailable replicas and a high error rate.
+func desiredPrometheusRule(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
+	ns, dep := isvc.Namespace, predictorName(isvc, stable)
+	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "PrometheusRule", isvc.Name, map[string]any{
+		"groups": []any{map[string]any{"name": "kiln-inferenceservice-" + isvc.Name, "rules": []any{
+			map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
+				"expr":   `kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment="` + dep + `"} > 0`,
+				"labels": map[string]any{"severity": "warning"}},
+			map[string]any{"alert": "InferenceServiceHighErrorRate", "for": "5m",
+				"expr": `sum(rate(http_requests_total{namespace="` + ns + `",service="` + isvc.Name + `",code=~"5.."}[5m])) / sum(rate(http_requests_total{namespace="` +
+					ns + `",service="` + isvc.Name + `"}[5m])) > 0.05`,
+				"labels": map[string]any{"severity": "critical"}},
+		}}},
+	})
+}

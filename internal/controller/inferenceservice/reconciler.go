@@ -1,0 +1,195 @@
+package inferenceservice
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices/status,verbs=get;patch
+// +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;create;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;create;patch
+
+// FieldManager owns every field kiln applies.
+const FieldManager = "kiln"
+
+// Options are the operator-level settings of the controller.
+type Options struct {
+	// FetchImage runs `kiln fetch` in the init container that downloads http(s)/s3/gs models.
+	FetchImage string
+	// PrometheusAddress is the server KEDA queries for request rates.
+	PrometheusAddress string
+}
+
+// Reconciler reconciles InferenceServices.
+type Reconciler struct {
+	client client.Client
+	reader client.Reader // uncached: services and optional kinds are not in the cache
+	clock  clock.PassiveClock
+	opts   Options
+}
+
+// NewReconciler returns the InferenceService reconciler.
+func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, opts Options) *Reconciler {
+	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
+}
+
+// SetupWithManager watches InferenceServices and the Deployments and HPAs they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("inferenceservice").
+		For(&servingv1alpha1.InferenceService{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
+		Complete(r)
+}
+
+// Reconcile applies everything the InferenceService needs, removes what it no longer needs and
+// writes the status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	isvc := &servingv1alpha1.InferenceService{}
+	if err := r.client.Get(ctx, req.NamespacedName, isvc); err != nil || isvc.DeletionTimestamp != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	have := r.installed()
+	sc := decide(isvc, have)
+	if err := r.applyAll(ctx, isvc, sc, have); err != nil {
+		return reconcile.Result{}, err
+	}
+	stableDep, err := r.deployment(ctx, isvc, stable)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	canaryDep, err := r.deployment(ctx, isvc, canary)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	st := status(isvc, sc, stableDep, canaryDep, metav1.NewTime(r.clock.Now()))
+	if equality.Semantic.DeepEqual(st, isvc.Status) {
+		return reconcile.Result{}, nil
+	}
+	base := isvc.DeepCopy()
+	isvc.Status = st
+	return reconcile.Result{}, r.client.Status().Patch(ctx, isvc, client.MergeFrom(base))
+}
+
+// applyAll server-side applies the desired objects and deletes those the spec dropped.
+func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis) error {
+	want := []client.Object{
+		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable),
+		desiredService(isvc, isvc.Name, ""),
+		desiredService(isvc, predictorName(isvc, stable), stable),
+	}
+	var drop []client.Object
+	canaryObjs := []client.Object{
+		&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
+		&corev1.Service{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
+	}
+	if t := isvc.Spec.Traffic; t != nil {
+		want = append(want,
+			desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, &sc.canary),
+			desiredService(isvc, predictorName(isvc, canary), canary))
+	} else {
+		drop = append(drop, canaryObjs...)
+	}
+	if have.gateway {
+		if isvc.Spec.Traffic != nil {
+			want = append(want, desiredHTTPRoute(isvc, isvc.Spec.Traffic.CanaryPercent))
+		} else {
+			drop = append(drop, optional(isvc, "gateway.networking.k8s.io/v1", "HTTPRoute", isvc.Name))
+		}
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, stable), stable)}
+	if sc.hpa {
+		want = append(want, desiredHPA(isvc, sc.min, sc.max))
+	} else {
+		drop = append(drop, hpa)
+	}
+	if sc.keda {
+		want = append(want, desiredScaledObject(isvc, sc.max, r.opts.PrometheusAddress))
+	} else if have.keda {
+		drop = append(drop, optional(isvc, "keda.sh/v1alpha1", "ScaledObject", predictorName(isvc, stable)))
+	}
+	if have.monitoring {
+		want = append(want, desiredServiceMonitor(isvc), desiredPrometheusRule(isvc))
+	}
+	for _, o := range want {
+		if err := r.client.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // typed and unstructured apply alike
+			return fmt.Errorf("applying %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	for _, o := range drop {
+		if err := r.deleteOwned(ctx, isvc, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func optional(isvc *servingv1alpha1.InferenceService, apiVersion, kind, name string) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(isvc.Namespace)
+	u.SetName(name)
+	return u
+}
+
+// deleteOwned deletes o if it exists and this InferenceService controls it.
+func (r *Reconciler) deleteOwned(ctx context.Context, isvc *servingv1alpha1.InferenceService, o client.Object) error {
+	err := r.reader.Get(ctx, client.ObjectKeyFromObject(o), o)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(o, isvc) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}))
+}
+
+func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: predictorName(isvc, version)}, d)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// installed asks the RESTMapper (which rediscovers on a miss) which optional APIs are served.
+func (r *Reconciler) installed() apis {
+	served := func(group, version, kind string) bool {
+		_, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version)
+		return err == nil
+	}
+	return apis{
+		gateway:    served("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+		keda:       served("keda.sh", "v1alpha1", "ScaledObject"),
+		monitoring: served("monitoring.coreos.com", "v1", "ServiceMonitor") && served("monitoring.coreos.com", "v1", "PrometheusRule"),
+	}
+}

@@ -1,0 +1,73 @@
+// Package inferenceservice is the InferenceService controller: Deployments per model version,
+// Services, an autoscaler, a canary split (weighted HTTPRoute, or replica counts without Gateway
+// API), scale to zero through KEDA and monitoring through the Prometheus Operator where those APIs
+// are installed, all server-side applied under one field manager.
+package inferenceservice
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+// ModelDir is where the model is mounted or fetched to.
+const ModelDir = "/mnt/models"
+
+// server is what kiln knows of a model server.
+type server struct {
+	image string
+	port  int32
+	// args run the server on the model in ModelDir, listening on port.
+	args func(port int32) []string
+	env  []corev1.EnvVar
+	// live and ready are HTTP health paths; empty means a TCP check on the port.
+	live, ready string
+}
+
+var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
+
+func mlserver(impl string) server {
+	s := server{image: "seldonio/mlserver:1.6.1", port: 8080, live: v2Live, ready: v2Ready,
+		args: func(int32) []string { return []string{"mlserver", "start", ModelDir} }}
+	s.env = []corev1.EnvVar{{Name: "MLSERVER_MODEL_URI", Value: ModelDir}, {Name: "MLSERVER_MODEL_NAME", Value: "model"}}
+	if impl != "" {
+		s.env = append(s.env, corev1.EnvVar{Name: "MLSERVER_MODEL_IMPLEMENTATION", Value: impl})
+	}
+	return s
+}
+
+var servers = map[servingv1alpha1.Framework]server{
+	servingv1alpha1.FrameworkTriton: {image: "nvcr.io/nvidia/tritonserver:24.08-py3", port: 8000, live: v2Live, ready: v2Ready,
+		args: func(port int32) []string {
+			return []string{"tritonserver", "--model-repository=" + ModelDir, "--http-port=" + itoa(port)}
+		}},
+	servingv1alpha1.FrameworkTorchServe: {image: "pytorch/torchserve:0.11.0-cpu", port: 8080, live: "/ping", ready: "/ping",
+		args: func(int32) []string {
+			return []string{"torchserve", "--start", "--foreground", "--model-store=" + ModelDir, "--models", "all"}
+		}},
+	servingv1alpha1.FrameworkMLServer: mlserver(""),
+	servingv1alpha1.FrameworkSKLearn:  mlserver("mlserver_sklearn.SKLearnModel"),
+	servingv1alpha1.FrameworkXGBoost:  mlserver("mlserver_xgboost.XGBoostModel"),
+	servingv1alpha1.FrameworkCustom:   {port: 8080, args: func(int32) []string { return nil }},
+}
+
+// serverOf is the framework's server with the spec's overrides applied.
+func serverOf(isvc *servingv1alpha1.InferenceService) server {
+	s := servers[isvc.Spec.Framework]
+	if isvc.Spec.Image != "" {
+		s.image = isvc.Spec.Image
+	}
+	if isvc.Spec.Port != 0 {
+		s.port = isvc.Spec.Port
+	}
+	return s
+}
+
+func (s server) probe(path string) *corev1.Probe {
+	h := corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(s.port)}}
+	if path != "" {
+		h = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(s.port)}}
+	}
+	return &corev1.Probe{ProbeHandler: h, PeriodSeconds: 10, FailureThreshold: 3}
+}

@@ -1,0 +1,92 @@
+package inferenceservice
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+// Condition types.
+const (
+	Ready          = "Ready"
+	PredictorReady = "PredictorReady"
+	CanaryReady    = "CanaryReady"
+	ScaleToZero    = "ScaleToZero"
+)
+
+// status derives the status from the Deployments seen now (nil when absent).
+func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
+	st := *isvc.Status.DeepCopy()
+	st.ObservedGeneration = isvc.Generation
+	st.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", isvc.Name, isvc.Namespace)
+	st.Selector = labels.FormatLabels(selector(isvc, stable))
+	st.ActiveVersion, st.CanaryVersion, st.Traffic = isvc.Spec.ModelURI, "", sc.traffic
+	st.Replicas, st.ReadyReplicas = 0, 0
+	for _, d := range []*appsv1.Deployment{stableDep, canaryDep} {
+		if d != nil {
+			st.Replicas += d.Status.Replicas
+			st.ReadyReplicas += d.Status.ReadyReplicas
+		}
+	}
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
+	}
+	predictorOK, reason, msg := versionReady(stableDep, sc.keda)
+	set(PredictorReady, predictorOK, reason, msg)
+	ready, readyReason, readyMsg := predictorOK, reason, msg
+	if isvc.Spec.Traffic != nil {
+		st.CanaryVersion = isvc.Spec.Traffic.CanaryVersion
+		ok, r, m := versionReady(canaryDep, false)
+		set(CanaryReady, ok, r, m)
+		if predictorOK && !ok {
+			ready, readyReason, readyMsg = false, "CanaryNotReady", "canary: "+m
+		}
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, CanaryReady)
+	}
+	switch {
+	case sc.keda:
+		set(ScaleToZero, true, "KEDA", "KEDA scales the predictor from zero on request rate")
+	case sc.noKEDA:
+		set(ScaleToZero, false, "KEDANotInstalled", "minReplicas 0 needs KEDA's ScaledObject API (keda.sh/v1alpha1): install KEDA, or set minReplicas to 1 or more; running 1 replica meanwhile")
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, ScaleToZero)
+	}
+	if ready {
+		readyReason, readyMsg = "Ready", "serving at "+st.URL
+	}
+	set(Ready, ready, readyReason, readyMsg)
+	if !equality.Semantic.DeepEqual(withoutTime(st), withoutTime(isvc.Status)) {
+		st.LastReconcileTime = &now
+	}
+	return st
+}
+
+func withoutTime(st servingv1alpha1.InferenceServiceStatus) servingv1alpha1.InferenceServiceStatus {
+	st.LastReconcileTime = nil
+	return st
+}
+
+// versionReady: a version is ready when its Deployment has a ready replica (or, under KEDA, is
+// scaled to zero on purpose).
+func versionReady(d *appsv1.Deployment, keda bool) (bool, string, string) {
+	switch {
+	case d == nil:
+		return false, "Creating", "the Deployment does not exist yet"
+	case d.Status.ReadyReplicas > 0:
+		return true, "ReplicasReady", fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, d.Status.Replicas)
+	case keda && d.Status.Replicas == 0:
+		return true, "ScaledToZero", "scaled to zero; the first request scales it up"
+	}
+	return false, "ReplicasNotReady", fmt.Sprintf("0 of %d replicas ready", d.Status.Replicas)
+}

@@ -1,0 +1,344 @@
+// Package serving runs kiln's InferenceService controller against the real kube-apiserver. The
+// tests run in order: the optional APIs (KEDA, Prometheus Operator, Gateway API) are installed
+// part way, as a cluster admin would.
+package serving
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (func(), error) {
+		o := testenv.ManagerOptions()
+		o.Serving.FetchImage = "kiln.dev/kiln:test"
+		return e.StartManager(o)
+	}))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func newISVC(ns, name string, edit func(*servingv1alpha1.InferenceServiceSpec)) *servingv1alpha1.InferenceService {
+	i := &servingv1alpha1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       servingv1alpha1.InferenceServiceSpec{ModelURI: "s3://models/iris/v1", Framework: servingv1alpha1.FrameworkSKLearn},
+	}
+	if edit != nil {
+		edit(&i.Spec)
+	}
+	return i
+}
+
+func create(t *testing.T, i *servingv1alpha1.InferenceService) *servingv1alpha1.InferenceService {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), i); err != nil {
+		t.Fatalf("creating %s: %v", i.Name, err)
+	}
+	return i
+}
+
+func edit(t *testing.T, i *servingv1alpha1.InferenceService, change func(*servingv1alpha1.InferenceServiceSpec)) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		fresh := &servingv1alpha1.InferenceService{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(i), fresh); err != nil {
+			return err
+		}
+		change(&fresh.Spec)
+		return env.Client.Update(context.Background(), fresh)
+	})
+}
+
+// deployment waits for a Deployment to exist and returns it.
+func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	testenv.Eventually(t, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d)
+	})
+	return d
+}
+
+// makeReady plays the Deployment controller: every replica exists and is ready.
+func makeReady(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		fresh := &appsv1.Deployment{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), fresh); err != nil {
+			return err
+		}
+		n := int32(1)
+		if fresh.Spec.Replicas != nil {
+			n = *fresh.Spec.Replicas
+		}
+		fresh.Status.Replicas, fresh.Status.ReadyReplicas, fresh.Status.AvailableReplicas = n, n, n
+		return env.Client.Status().Update(context.Background(), fresh)
+	})
+}
+
+func gone(t *testing.T, o client.Object) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%T %s still exists (%v)", o, o.GetName(), err)
+	})
+}
+
+func waitStatus(t *testing.T, i *servingv1alpha1.InferenceService, check func(*servingv1alpha1.InferenceService) error) *servingv1alpha1.InferenceService {
+	t.Helper()
+	fresh := &servingv1alpha1.InferenceService{}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(i), fresh); err != nil {
+			return err
+		}
+		return check(fresh)
+	})
+	return fresh
+}
+
+func conditionIs(t string, s metav1.ConditionStatus) func(*servingv1alpha1.InferenceService) error {
+	return func(i *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(i.Status.Conditions, t)
+		if c == nil || c.Status != s {
+			return fmt.Errorf("%s condition %+v, want %s", t, c, s)
+		}
+		return nil
+	}
+}
+
+func TestBadInputIsRejectedNamingTheField(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name string
+		edit func(*servingv1alpha1.InferenceServiceSpec)
+		want string
+	}{
+		{"maxReplicas below minReplicas", func(s *servingv1alpha1.InferenceServiceSpec) {
+			s.MinReplicas, s.MaxReplicas = ptr[int32](3), ptr[int32](2)
+		}, "spec.maxReplicas must be at least spec.minReplicas"},
+		{"canaryPercent 101", func(s *servingv1alpha1.InferenceServiceSpec) {
+			s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://m/v2", CanaryPercent: 101}
+		}, "spec.traffic.canaryPercent"},
+		{"unknown framework", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = "tensorflow-serving" }, "spec.framework"},
+		{"custom without image", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = servingv1alpha1.FrameworkCustom }, "spec.image is required with framework custom"},
+		{"unknown URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "ftp://models/iris" }, "spec.modelUri must start with pvc://"},
+		{"unknown canary URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) {
+			s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "hdfs://x", CanaryPercent: 10}
+		}, "spec.traffic.canaryVersion must be a model URI"},
+	}
+	for _, tc := range tests {
+		err := env.Client.Create(context.Background(), newISVC(ns, "bad", tc.edit))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestReadyWithURLAndScale(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "iris", nil))
+	d := deployment(t, ns, "iris-predictor")
+	pod := d.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "kiln.dev/kiln:test" ||
+		strings.Join(pod.InitContainers[0].Args, " ") != "fetch --uri s3://models/iris/v1 --dest /mnt/models" {
+		t.Errorf("init containers %+v: want kiln fetch of the model", pod.InitContainers)
+	}
+	c := pod.Containers[0]
+	if c.ReadinessProbe.HTTPGet.Path != "/v2/health/ready" || c.LivenessProbe.HTTPGet.Path != "/v2/health/live" || c.Ports[0].ContainerPort != 8080 {
+		t.Errorf("predictor probes/port: %+v %+v %+v", c.ReadinessProbe, c.LivenessProbe, c.Ports)
+	}
+	for _, name := range []string{"iris", "iris-predictor"} {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{}); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
+	makeReady(t, d)
+	ready := waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	if ready.Status.URL != "http://iris."+ns+".svc.cluster.local" || ready.Status.ReadyReplicas != 1 || ready.Status.ActiveVersion != "s3://models/iris/v1" {
+		t.Errorf("status %+v", ready.Status)
+	}
+
+	// kubectl scale: the scale subresource sets minReplicas, the Deployment follows.
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
+	if err := env.Client.SubResource("scale").Update(context.Background(), ready, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		d := deployment(t, ns, "iris-predictor")
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+			return fmt.Errorf("deployment replicas %v, want 3", d.Spec.Replicas)
+		}
+		return nil
+	})
+
+	// A new model rolls the Deployment.
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "s3://models/iris/v2" })
+	testenv.Eventually(t, func() error {
+		d := deployment(t, ns, "iris-predictor")
+		if got := d.Spec.Template.Annotations["serving.kiln.dev/model-uri"]; got != "s3://models/iris/v2" {
+			return fmt.Errorf("pod template model-uri %q", got)
+		}
+		return nil
+	})
+}
+
+func TestHPAWithTheRightBounds(t *testing.T) {
+	ns := env.Namespace(t)
+	create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MinReplicas, s.MaxReplicas = ptr[int32](2), ptr[int32](5)
+	}))
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	testenv.Eventually(t, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "scaled-predictor"}, hpa)
+	})
+	if *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 5 || hpa.Spec.ScaleTargetRef.Name != "scaled-predictor" {
+		t.Errorf("HPA spec %+v", hpa.Spec)
+	}
+	// The HPA owns the replicas: kiln's field manager does not set them.
+	d := deployment(t, ns, "scaled-predictor")
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == "kiln" && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
+			t.Errorf("kiln owns spec.replicas of a Deployment its HPA scales")
+		}
+	}
+}
+
+// canaryThenPromoteAndRollBack drives a canary to the given percent, checks it with check, then
+// rolls it back and promotes it, each in one edit, ending with one Deployment.
+func canaryThenPromoteAndRollBack(t *testing.T, ns, name string, check func(*servingv1alpha1.InferenceService)) {
+	i := create(t, newISVC(ns, name, func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr[int32](5) }))
+	makeReady(t, deployment(t, ns, name+"-predictor"))
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
+	})
+	makeReady(t, deployment(t, ns, name+"-predictor-canary"))
+	check(waitStatus(t, i, conditionIs("CanaryReady", metav1.ConditionTrue)))
+
+	// Roll back: remove traffic.
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.Traffic = nil })
+	gone(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-predictor-canary"}})
+	// Promote: the canary's model becomes the active one.
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
+	})
+	deployment(t, ns, name+"-predictor-canary")
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI, s.Traffic = "s3://models/iris/v2", nil })
+	gone(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-predictor-canary"}})
+	promoted := waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if i.Status.ActiveVersion != "s3://models/iris/v2" || i.Status.Traffic != nil {
+			return fmt.Errorf("activeVersion %s traffic %+v", i.Status.ActiveVersion, i.Status.Traffic)
+		}
+		return nil
+	})
+	if meta.FindStatusCondition(promoted.Status.Conditions, "CanaryReady") != nil {
+		t.Error("CanaryReady remains without a canary")
+	}
+}
+
+func TestCanaryByReplicaSplitWithoutGatewayAPI(t *testing.T) {
+	ns := env.Namespace(t)
+	canaryThenPromoteAndRollBack(t, ns, "split", func(i *servingv1alpha1.InferenceService) {
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficReplicaSplit || tr.CanaryPercent != 20 || tr.StablePercent != 80 {
+			t.Errorf("traffic %+v, want ReplicaSplit 80/20", tr)
+		}
+		if s, c := deployment(t, ns, "split-predictor"), deployment(t, ns, "split-predictor-canary"); *s.Spec.Replicas != 4 || *c.Spec.Replicas != 1 {
+			t.Errorf("replicas stable %d canary %d, want 4 and 1", *s.Spec.Replicas, *c.Spec.Replicas)
+		}
+	})
+}
+
+func TestScaleToZeroWithoutKEDASaysWhatIsMissing(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr[int32](0) }))
+	st := waitStatus(t, i, conditionIs("ScaleToZero", metav1.ConditionFalse))
+	if c := meta.FindStatusCondition(st.Status.Conditions, "ScaleToZero"); c.Reason != "KEDANotInstalled" || !strings.Contains(c.Message, "install KEDA") {
+		t.Errorf("ScaleToZero condition %+v", c)
+	}
+	if d := deployment(t, ns, "zero-predictor"); *d.Spec.Replicas != 1 {
+		t.Errorf("replicas %d, want 1 while KEDA is missing", *d.Spec.Replicas)
+	}
+}
+
+// The tests below install optional APIs, as a cluster admin would, and must run last.
+
+func TestScaleToZeroWithKEDA(t *testing.T) {
+	env.InstallCRDs(t, filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml"))
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MinReplicas, s.MaxReplicas = ptr[int32](0), ptr[int32](4)
+	}))
+	so := &unstructured.Unstructured{}
+	so.SetAPIVersion("keda.sh/v1alpha1")
+	so.SetKind("ScaledObject")
+	testenv.Eventually(t, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "zero-predictor"}, so)
+	})
+	spec := so.Object["spec"].(map[string]any)
+	if spec["minReplicaCount"] != int64(0) || spec["maxReplicaCount"] != int64(4) {
+		t.Errorf("ScaledObject spec %v", spec)
+	}
+	waitStatus(t, i, conditionIs("ScaleToZero", metav1.ConditionTrue))
+}
+
+func TestMonitoringWherePrometheusOperatorIsInstalled(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds")
+	env.InstallCRDs(t, filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml"), filepath.Join(dir, "monitoring.coreos.com_prometheusrules.yaml"))
+	ns := env.Namespace(t)
+	create(t, newISVC(ns, "watched", nil))
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("monitoring.coreos.com/v1")
+		u.SetKind(kind)
+		testenv.Eventually(t, func() error {
+			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "watched"}, u)
+		})
+	}
+}
+
+func TestCanaryByHTTPRouteWithGatewayAPI(t *testing.T) {
+	env.InstallCRDs(t, testenv.GatewayAPICRDs(t))
+	ns := env.Namespace(t)
+	canaryThenPromoteAndRollBack(t, ns, "routed", func(i *servingv1alpha1.InferenceService) {
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficHTTPRoute || tr.CanaryPercent != 20 {
+			t.Errorf("traffic %+v, want HTTPRoute 80/20", tr)
+		}
+		route := &unstructured.Unstructured{}
+		route.SetAPIVersion("gateway.networking.k8s.io/v1")
+		route.SetKind("HTTPRoute")
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "routed"}, route); err != nil {
+			t.Fatal(err)
+		}
+		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+		backends := rules[0].(map[string]any)["backendRefs"].([]any)
+		got := fmt.Sprintf("%v=%v %v=%v", backends[0].(map[string]any)["name"], backends[0].(map[string]any)["weight"],
+			backends[1].(map[string]any)["name"], backends[1].(map[string]any)["weight"])
+		if got != "routed-predictor=80 routed-predictor-canary=20" {
+			t.Errorf("HTTPRoute backends %s, want routed-predictor=80 routed-predictor-canary=20", got)
+		}
+	})
+	gone(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"namespace": ns, "name": "routed"}}})
+}
