@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/manager"
 )
@@ -22,27 +23,29 @@ const usage = `kiln runs machine-learning workloads on Kubernetes.
 Usage:
   kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
   kiln dev [flags]       a local cluster with kiln and the sample jobs (what make run does)
+  kiln fetch [flags]     download a model for an InferenceService (its init container)
 `
+
+// commands are kiln's subcommands.
+var commands = map[string]func(args []string) error{
+	"manager": runManager,
+	"dev":     runDev,
+	"fetch":   runFetch,
+}
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Print(usage)
 		return
 	}
-	switch os.Args[1] {
-	case "manager":
-		if err := runManager(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "kiln manager:", err)
-			os.Exit(1)
-		}
-	case "dev":
-		if err := runDev(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "kiln dev:", err)
-			os.Exit(1)
-		}
-	default:
+	run, ok := commands[os.Args[1]]
+	if !ok {
 		fmt.Fprintf(os.Stderr, "kiln: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if err := run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "kiln %s: %v\n", os.Args[1], err)
+		os.Exit(1)
 	}
 }
 
@@ -67,8 +70,8 @@ func runManager(args []string) error {
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
-	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", "ghcr.io/kiln-ml/kiln:latest", "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
-	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", "http://prometheus-operated.monitoring.svc:9090", "Prometheus that KEDA queries to scale InferenceServices from zero")
+	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", inferenceservice.DefaultFetchImage, "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
+	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -34,6 +34,12 @@ import (
 // FieldManager owns every field kiln applies.
 const FieldManager = "kiln"
 
+// Defaults of Options.
+const (
+	DefaultFetchImage        = "ghcr.io/kiln-ml/kiln:latest"
+	DefaultPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
+)
+
 // Options are the operator-level settings of the controller.
 type Options struct {
 	// FetchImage runs `kiln fetch` in the init container that downloads http(s)/s3/gs models.
@@ -52,6 +58,12 @@ type Reconciler struct {
 
 // NewReconciler returns the InferenceService reconciler.
 func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, opts Options) *Reconciler {
+	if opts.FetchImage == "" {
+		opts.FetchImage = DefaultFetchImage
+	}
+	if opts.PrometheusAddress == "" {
+		opts.PrometheusAddress = DefaultPrometheusAddress
+	}
 	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
 }
 

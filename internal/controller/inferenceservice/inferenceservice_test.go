@@ -1,0 +1,87 @@
+package inferenceservice
+
+import (
+	"testing"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+func isvc(min, max *int32, canaryPct int32) *servingv1alpha1.InferenceService {
+	i := &servingv1alpha1.InferenceService{Spec: servingv1alpha1.InferenceServiceSpec{
+		ModelURI: "pvc://models/iris", Framework: servingv1alpha1.FrameworkTriton, MinReplicas: min, MaxReplicas: max}}
+	if canaryPct >= 0 {
+		i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "pvc://models/iris2", CanaryPercent: canaryPct}
+	}
+	return i
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name                 string
+		isvc                 *servingv1alpha1.InferenceService
+		have                 apis
+		stable               int32 // -1: left to an autoscaler
+		canary               int32
+		hpa, keda, noKEDA    bool
+		mode                 servingv1alpha1.TrafficMode
+		stablePct, canaryPct int32
+	}{
+		{"defaults: one replica", isvc(nil, nil, -1), apis{}, 1, 0, false, false, false, "", 0, 0},
+		{"min 2 max 5: HPA", isvc(ptr[int32](2), ptr[int32](5), -1), apis{}, -1, 0, true, false, false, "", 0, 0},
+		{"min 0 without KEDA: one replica", isvc(ptr[int32](0), nil, -1), apis{}, 1, 0, false, false, true, "", 0, 0},
+		{"min 0 with KEDA", isvc(ptr[int32](0), ptr[int32](3), -1), apis{keda: true}, -1, 0, false, true, false, "", 0, 0},
+		{"canary 20% of 5 by replicas", isvc(ptr[int32](5), nil, 20), apis{}, 4, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 80, 20},
+		{"canary 20% of 1 by replicas: one of each", isvc(nil, nil, 20), apis{}, 1, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 50, 50},
+		{"canary 20% by HTTPRoute", isvc(ptr[int32](5), nil, 20), apis{gateway: true}, 5, 1, false, false, false, servingv1alpha1.TrafficHTTPRoute, 80, 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := decide(tc.isvc, tc.have)
+			stable := int32(-1)
+			if sc.stable != nil {
+				stable = *sc.stable
+			}
+			if stable != tc.stable || sc.canary != tc.canary || sc.hpa != tc.hpa || sc.keda != tc.keda || sc.noKEDA != tc.noKEDA {
+				t.Errorf("stable %d canary %d hpa %v keda %v noKEDA %v; want %d %d %v %v %v",
+					stable, sc.canary, sc.hpa, sc.keda, sc.noKEDA, tc.stable, tc.canary, tc.hpa, tc.keda, tc.noKEDA)
+			}
+			if tc.mode == "" && sc.traffic != nil || tc.mode != "" && (sc.traffic == nil || sc.traffic.Mode != tc.mode ||
+				sc.traffic.StablePercent != tc.stablePct || sc.traffic.CanaryPercent != tc.canaryPct) {
+				t.Errorf("traffic %+v, want %s %d/%d", sc.traffic, tc.mode, tc.stablePct, tc.canaryPct)
+			}
+		})
+	}
+}
+
+func TestServers(t *testing.T) {
+	tests := []struct {
+		framework servingv1alpha1.Framework
+		port      int32
+		ready     string
+	}{
+		{servingv1alpha1.FrameworkTriton, 8000, "/v2/health/ready"},
+		{servingv1alpha1.FrameworkTorchServe, 8080, "/ping"},
+		{servingv1alpha1.FrameworkMLServer, 8080, "/v2/health/ready"},
+		{servingv1alpha1.FrameworkCustom, 8080, ""},
+	}
+	for _, tc := range tests {
+		i := isvc(nil, nil, -1)
+		i.Spec.Framework, i.Spec.Image = tc.framework, "my/image:1"
+		c := predictor(i, serverOf(i))
+		if c.Image != "my/image:1" || c.Ports[0].ContainerPort != tc.port {
+			t.Errorf("%s: image %s port %d", tc.framework, c.Image, c.Ports[0].ContainerPort)
+		}
+		switch {
+		case tc.ready == "" && c.ReadinessProbe.TCPSocket == nil:
+			t.Errorf("%s: want a TCP readiness probe", tc.framework)
+		case tc.ready != "" && (c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != tc.ready):
+			t.Errorf("%s: readiness %+v, want %s", tc.framework, c.ReadinessProbe, tc.ready)
+		}
+	}
+	d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", ptr[int32](1))
+	v := d.Spec.Template.Spec.Volumes[0]
+	if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "models" || !v.PersistentVolumeClaim.ReadOnly ||
+		d.Spec.Template.Spec.Containers[0].VolumeMounts[0].SubPath != "iris/v3" || len(d.Spec.Template.Spec.InitContainers) != 0 {
+		t.Errorf("pvc:// model: volume %+v mounts %+v", v, d.Spec.Template.Spec.Containers[0].VolumeMounts)
+	}
+}

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+func TestInferenceServiceOnARealCluster(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	isvc := &servingv1alpha1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns},
+		Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "gs://models/iris", Framework: servingv1alpha1.FrameworkSKLearn,
+			MinReplicas: ptr[int32](2)},
+	}
+	if err := env.Client.Create(context.Background(), isvc); err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment controller makes the pods, kwok makes them ready.
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &servingv1alpha1.InferenceService{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue || fresh.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("Ready %+v, readyReplicas %d", c, fresh.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	out := kubectl(t, "get", "isvc", "-n", ns)
+	for _, want := range []string{"FRAMEWORK", "URL", "READY", "sklearn", "http://iris." + ns + ".svc.cluster.local", "True"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get isvc lacks %q:\n%s", want, out)
+		}
+	}
+	kubectl(t, "scale", "-n", ns, "inferenceservice/iris", "--replicas=3")
+	testenv.EventuallyWithin(t, timeout, func() error {
+		return testenv.Count("ready pods", readyPods(t, ns, "iris"), 3)
+	})
+
+	if err := env.Client.Delete(context.Background(), isvc, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+			for _, name := range []string{"iris-predictor", "iris"} {
+				if _, isDeployment := o.(*appsv1.Deployment); isDeployment && name == "iris" {
+					continue
+				}
+				if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%T %s still there (%v)", o, name, err)
+				}
+			}
+		}
+		return testenv.Count("pods", readyPods(t, ns, "iris"), 0)
+	})
+}
+
+func readyPods(t *testing.T, ns, name string) int {
+	n := 0
+	for _, p := range env.Pods(t, ns, map[string]string{"serving.kiln.dev/inferenceservice": name}) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
