@@ -205,6 +205,24 @@ func TestReadyWithURLAndScale(t *testing.T) {
 	})
 }
 
+func TestDriftIsRepaired(t *testing.T) {
+	ns := env.Namespace(t)
+	create(t, newISVC(ns, "drift", nil))
+	d := deployment(t, ns, "drift-predictor")
+	want := d.Spec.Template.Spec.Containers[0].Image
+	testenv.Eventually(t, func() error {
+		fresh := deployment(t, ns, "drift-predictor")
+		fresh.Spec.Template.Spec.Containers[0].Image = "someone/else:1"
+		return env.Client.Update(context.Background(), fresh)
+	})
+	testenv.Eventually(t, func() error {
+		if got := deployment(t, ns, "drift-predictor").Spec.Template.Spec.Containers[0].Image; got != want {
+			return fmt.Errorf("image %s, want %s back", got, want)
+		}
+		return nil
+	})
+}
+
 func TestHPAWithTheRightBounds(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
