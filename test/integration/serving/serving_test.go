@@ -170,9 +170,9 @@ func TestReadyWithURLAndScale(t *testing.T) {
 		t.Errorf("predictor probes/port: %+v %+v %+v", c.ReadinessProbe, c.LivenessProbe, c.Ports)
 	}
 	for _, name := range []string{"iris", "iris-predictor"} {
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{}); err != nil {
-			t.Errorf("service %s: %v", name, err)
-		}
+		testenv.Eventually(t, func() error {
+			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{})
+		})
 	}
 	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
 	makeReady(t, d)
