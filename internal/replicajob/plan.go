@@ -26,10 +26,18 @@ type Plan struct {
 	MarkRestarts []restartMark
 	// DeleteJob is set when the job's TTL after finishing has expired.
 	DeleteJob bool
-	// Events are emitted once the status write succeeded.
+	// Events are emitted, and Became counted in metrics, once the status write succeeded.
 	Events []Event
+	// Became lists the conditions that turned True in this reconcile.
+	Became []Transition
 	// RequeueAfter is when time alone changes something: the active deadline or the TTL.
 	RequeueAfter time.Duration
+}
+
+// Transition is a condition that turned True; First when the job never had that condition.
+type Transition struct {
+	Type  kubeflowv1.JobConditionType
+	First bool
 }
 
 // Event is a Kubernetes event on the job.
@@ -90,8 +98,12 @@ func isSuspended(job framework.Job) bool {
 // setCondition records a condition and, when it is a transition worth telling, its event.
 func (p *planner) setCondition(t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
 	c := kubeflowv1.JobCondition{Type: t, Status: status, Reason: p.fw.Kind + reason, Message: msg}
+	first := getCondition(&p.plan.Status, t) == nil
 	if !setCondition(&p.plan.Status, c, p.now) {
 		return
+	}
+	if status == corev1.ConditionTrue {
+		p.plan.Became = append(p.plan.Became, Transition{Type: t, First: first})
 	}
 	switch {
 	case t == kubeflowv1.JobCreated || (t == kubeflowv1.JobRunning && status == corev1.ConditionFalse):

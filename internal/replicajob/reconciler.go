@@ -22,6 +22,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/metrics"
 )
 
 // expectationsRecheck is how soon a job waiting for the cache to catch up is looked at again,
@@ -86,11 +87,45 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	for _, e := range append(p.Events, events...) {
 		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 	}
+	r.record(job, p, now)
 	if p.DeleteJob {
 		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err == nil {
+			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
+}
+
+// record counts the plan's transitions in the metrics. It runs after the status write, so each
+// transition is counted once, and not again after an operator restart.
+func (r *Reconciler) record(job framework.Job, p *Plan, now time.Time) {
+	ns, fw := job.GetNamespace(), r.fw.Name
+	st := p.Status
+	duration := func(outcome string) {
+		if st.StartTime != nil && st.CompletionTime != nil {
+			metrics.Duration.WithLabelValues(fw, outcome).Observe(metrics.Seconds(st.CompletionTime.Sub(st.StartTime.Time)))
+		}
+	}
+	for _, t := range p.Became {
+		switch t.Type {
+		case kubeflowv1.JobCreated:
+			metrics.JobsCreated.WithLabelValues(ns, fw).Inc()
+		case kubeflowv1.JobRunning:
+			if t.First {
+				metrics.TimeToRunning.WithLabelValues(fw).Observe(metrics.Seconds(now.Sub(job.GetCreationTimestamp().Time)))
+			}
+		case kubeflowv1.JobRestarting:
+			metrics.JobsRestarted.WithLabelValues(ns, fw).Inc()
+		case kubeflowv1.JobSucceeded:
+			metrics.JobsSuccessful.WithLabelValues(ns, fw).Inc()
+			duration("succeeded")
+		case kubeflowv1.JobFailed:
+			metrics.JobsFailed.WithLabelValues(ns, fw).Inc()
+			duration("failed")
+		}
+	}
 }
 
 // ManagedByKiln reports whether runPolicy.managedBy leaves the job to kiln.

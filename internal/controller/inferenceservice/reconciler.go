@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/metrics"
 )
 
 // +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices,verbs=get;list;watch
@@ -104,7 +105,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	base := isvc.DeepCopy()
 	isvc.Status = st
-	return reconcile.Result{}, r.client.Status().Patch(ctx, isvc, client.MergeFrom(base))
+	if err := r.client.Status().Patch(ctx, isvc, client.MergeFrom(base)); err != nil {
+		return reconcile.Result{}, err
+	}
+	recordReady(base, st)
+	return reconcile.Result{}, nil
+}
+
+// recordReady observes how long the service took to become Ready: from its creation, or from
+// when it stopped being ready.
+func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus) {
+	now := meta.FindStatusCondition(st.Conditions, Ready)
+	before := meta.FindStatusCondition(old.Status.Conditions, Ready)
+	if now == nil || now.Status != metav1.ConditionTrue || (before != nil && before.Status == metav1.ConditionTrue) {
+		return
+	}
+	since := old.CreationTimestamp.Time
+	if before != nil {
+		since = before.LastTransitionTime.Time
+	}
+	metrics.TimeToReady.Observe(metrics.Seconds(now.LastTransitionTime.Sub(since)))
 }
 
 // applyAll server-side applies the desired objects and deletes those the spec dropped.

@@ -1,0 +1,51 @@
+// Package metrics holds kiln's Prometheus metrics, served on the manager's /metrics with
+// controller-runtime's own. Kubeflow's training_operator_jobs_* counters keep their names and
+// labels, but count transitions kiln writes itself, so an operator restart re-counts nothing.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	jobLabels = []string{"job_namespace", "framework"}
+
+	// JobsCreated counts jobs kiln saw for the first time (their Created condition).
+	JobsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "training_operator_jobs_created_total", Help: "Training jobs kiln accepted (Created condition written)."}, jobLabels)
+	// JobsDeleted counts jobs deleted by ttlSecondsAfterFinished.
+	JobsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "training_operator_jobs_deleted_total", Help: "Training jobs kiln deleted after their TTL."}, jobLabels)
+	// JobsSuccessful counts jobs that succeeded.
+	JobsSuccessful = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "training_operator_jobs_successful_total", Help: "Training jobs that succeeded."}, jobLabels)
+	// JobsFailed counts jobs that failed, on every path (replica failure, backoff, deadline).
+	JobsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "training_operator_jobs_failed_total", Help: "Training jobs that failed."}, jobLabels)
+	// JobsRestarted counts transitions to Restarting.
+	JobsRestarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "training_operator_jobs_restarted_total", Help: "Times training jobs started restarting failed replicas."}, jobLabels)
+
+	// TimeToRunning is how long jobs took from creation until kiln saw them Running.
+	TimeToRunning = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kiln_job_time_to_running_seconds", Help: "Time from a job's creation until it first ran.",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 14)}, []string{"framework"})
+	// Duration is how long finished jobs ran, from start to completion.
+	Duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kiln_job_duration_seconds", Help: "Time from a job's start until it succeeded or failed.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, []string{"framework", "outcome"})
+	// TimeToReady is how long InferenceServices took to become Ready.
+	TimeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "kiln_inferenceservice_time_to_ready_seconds", Help: "Time until an InferenceService became Ready (from creation, or from when it stopped being ready).",
+		Buckets: prometheus.ExponentialBuckets(0.25, 2, 14)})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(JobsCreated, JobsDeleted, JobsSuccessful, JobsFailed, JobsRestarted, TimeToRunning, Duration, TimeToReady)
+}
+
+// Seconds is d in seconds, never negative (clock skew between the apiserver and kiln).
+func Seconds(d time.Duration) float64 { return max(0, d.Seconds()) }
