@@ -10,11 +10,11 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
+	"github.com/kiln-ml/kiln/internal/logging"
 	"github.com/kiln-ml/kiln/internal/manager"
 )
 
@@ -72,12 +72,12 @@ func runManager(args []string) error {
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", inferenceservice.DefaultFetchImage, "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	var logs logging.Options
+	logs.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(logs.New(nil))
 
 	switch p := kubeflowv1.CleanPodPolicy(cleanPodPolicy); p {
 	case kubeflowv1.CleanPodPolicyAll, kubeflowv1.CleanPodPolicyRunning, kubeflowv1.CleanPodPolicyNone:

@@ -4,6 +4,8 @@ package manager
 
 import (
 	"fmt"
+
+	"github.com/go-logr/logr"
 	"net/http"
 	"slices"
 	"sort"
@@ -55,6 +57,8 @@ type Options struct {
 	ClusterDomain string
 	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container.
 	PyTorchInitImage string
+	// Logger is the manager's logger; default controller-runtime's global one.
+	Logger logr.Logger
 	// Serving configures the InferenceService controller.
 	Serving inferenceservice.Options
 	// SkipNameValidation lets a process build more than one manager (tests that restart it).
@@ -112,6 +116,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       o.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
+		Logger:                        o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
