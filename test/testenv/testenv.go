@@ -109,6 +109,36 @@ func tiedToThisProcess(dir string, names ...string) (string, error) {
 	return wrappers, nil
 }
 
+// Kubeconfig writes a kubeconfig of a cluster admin for processes the test starts.
+func (e *Env) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: "kiln-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// BuildKiln builds the kiln binary into a temporary folder and returns its path.
+func BuildKiln(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kiln")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kiln")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building kiln: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // InstallCRDs installs the CRDs of the given files or folders and waits until they are served.
 func (e *Env) InstallCRDs(t testing.TB, paths ...string) {
 	t.Helper()
