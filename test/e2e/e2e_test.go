@@ -94,7 +94,7 @@ func TestDeletingAJobGarbageCollectsItsPodsAndServices(t *testing.T) {
 func TestTTLDeletesTheJobAndItsPods(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	job := create(t, builder.XGBoostJob("ttl", ns).Replicas("Master", 1).Annotate("Master", duration, "1s").TTLSecondsAfterFinished(2).Obj())
+	job := create(t, builder.XGBoostJob("ttl", ns).Replicas("Master", 1).Annotate("Master", duration, "1s").TTLSecondsAfterFinished(5).Obj())
 	waitCondition(t, job, kubeflowv1.JobSucceeded)
 	testenv.EventuallyWithin(t, timeout, func() error {
 		if _, err := get(t, job); !apierrors.IsNotFound(err) {

@@ -38,7 +38,7 @@ func TestActiveDeadlineFailsAJobWhosePodsNeverChange(t *testing.T) {
 func TestTTLDeletesAFinishedJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	job := create(t, builder.XGBoostJob("ttl", ns).Replicas("Master", 1).TTLSecondsAfterFinished(1).Obj())
+	job := create(t, builder.XGBoostJob("ttl", ns).Replicas("Master", 1).TTLSecondsAfterFinished(3).Obj())
 	pods := waitPods(t, job, 1)
 	env.Exit(t, &pods[0], 0)
 	waitCondition(t, job, kubeflowv1.JobSucceeded)
