@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/logging"
 	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 const usage = `kiln runs machine-learning workloads on Kubernetes.
@@ -72,6 +74,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", inferenceservice.DefaultFetchImage, "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC host:port to send traces to; default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
 	var logs logging.Options
 	logs.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -93,11 +96,17 @@ func runManager(args []string) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
+	ctx := ctrl.SetupSignalHandler()
+	shutdown, err := tracing.Setup(ctx, *otlp)
+	if err != nil {
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
 	mgr, err := manager.New(cfg, o)
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // execute carries out a plan's writes to pods and services: restart marks first (a failed pod's
@@ -35,7 +37,9 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	del := func(kind string, objs []client.Object) {
 		done, err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
+			ctx, end := tracing.Start(ctx, "delete "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
 			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			end(err)
 			if err != nil {
 				r.expect.failed(key, "", o.GetUID())
 			}
@@ -50,7 +54,9 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	create := func(kind string, objs []client.Object) {
 		done, err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
+			ctx, end := tracing.Start(ctx, "create "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
 			err := r.client.Create(ctx, o)
+			end(err)
 			if err != nil {
 				r.expect.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")
 			}
@@ -73,7 +79,10 @@ func (r *Reconciler) markRestart(ctx context.Context, m restartMark) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
 		AnnotationRestarts, strconv.Itoa(int(m.Restarts)), AnnotationRestartedPod, m.PodUID)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Service.Name, Namespace: m.Service.Namespace}}
-	if err := r.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	ctx, end := tracing.Start(ctx, "patch Service", tracing.Object("Service", svc.Namespace, svc.Name)...)
+	err := r.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch)))
+	end(err)
+	if err != nil {
 		return fmt.Errorf("recording the restart of pod %s on service %s: %w", m.Service.Name, m.Service.Name, err)
 	}
 	return nil

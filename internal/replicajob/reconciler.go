@@ -23,6 +23,7 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // expectationsRecheck is how soon a job waiting for the cache to catch up is looked at again,
@@ -53,7 +54,9 @@ func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRe
 }
 
 // Reconcile brings one job's pods, services and status in line with its spec.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	ctx, end := tracing.Start(ctx, "Reconcile "+r.fw.Kind, tracing.Object(r.fw.Kind, req.Namespace, req.Name)...)
+	defer func() { end(err) }()
 	job := r.fw.NewJob()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -171,7 +174,10 @@ func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, 
 	}
 	base := job.DeepCopyObject().(framework.Job)
 	*job.GetJobStatus() = status
-	if err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
+	err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	end(err)
+	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
 	r.expect.statusWritten(key, job.GetUID(), base.GetResourceVersion(), r.clock.Now())

@@ -21,6 +21,7 @@ import (
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices,verbs=get;list;watch
@@ -81,7 +82,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 
 // Reconcile applies everything the InferenceService needs, removes what it no longer needs and
 // writes the status.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", tracing.Object("InferenceService", req.Namespace, req.Name)...)
+	defer func() { end(err) }()
 	isvc := &servingv1alpha1.InferenceService{}
 	if err := r.client.Get(ctx, req.NamespacedName, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

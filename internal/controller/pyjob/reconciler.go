@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs,verbs=get;list;watch;delete
@@ -59,7 +60,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 
 // Reconcile creates what the PyJob needs, keeps the Job's suspend in line, writes the status and
 // deletes the PyJob once its TTL after finishing ran out.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	ctx, end := tracing.Start(ctx, "Reconcile PyJob", tracing.Object("PyJob", req.Namespace, req.Name)...)
+	defer func() { end(err) }()
 	var job trainingv1alpha1.PyJob
 	if err := r.client.Get(ctx, req.NamespacedName, &job); err != nil || job.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
