@@ -118,20 +118,7 @@ func get(t *testing.T, job framework.Job) (framework.Job, error) {
 
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) framework.Job {
 	t.Helper()
-	var fresh framework.Job
-	testenv.EventuallyWithin(t, timeout, func() error {
-		var err error
-		if fresh, err = get(t, job); err != nil {
-			return err
-		}
-		for _, c := range fresh.GetJobStatus().Conditions {
-			if c.Type == ct && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s has no %s=True condition: %+v", job.GetName(), ct, fresh.GetJobStatus().Conditions)
-	})
-	return fresh
+	return env.WaitCondition(t, job, ct, timeout)
 }
 
 func jobPods(t *testing.T, job framework.Job) []corev1.Pod {

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -73,18 +72,7 @@ func labelsOf(m *dto.Metric) string {
 
 func waitFor(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) {
 	t.Helper()
-	testenv.Eventually(t, func() error {
-		fresh := job.DeepCopyObject().(framework.Job)
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
-			return err
-		}
-		for _, c := range fresh.GetJobStatus().Conditions {
-			if c.Type == ct && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s not %s yet", job.GetName(), ct)
-	})
+	env.WaitCondition(t, job, ct, testenv.Timeout)
 }
 
 func TestMetricsMoveExactlyOnceAndSurviveARestart(t *testing.T) {

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -118,16 +115,5 @@ func TestManagerRestartMidBurst(t *testing.T) {
 
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) {
 	t.Helper()
-	testenv.EventuallyWithin(t, time.Minute, func() error {
-		fresh := job.DeepCopyObject().(framework.Job)
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
-			return err
-		}
-		for _, c := range fresh.GetJobStatus().Conditions {
-			if c.Type == ct && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s has no %s=True condition: %+v", job.GetName(), ct, fresh.GetJobStatus().Conditions)
-	})
+	env.WaitCondition(t, job, ct, time.Minute)
 }

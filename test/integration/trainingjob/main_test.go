@@ -85,19 +85,10 @@ func waitPods(t *testing.T, job framework.Job, n int) []corev1.Pod {
 }
 
 // waitCondition waits until the job's condition of type ct is True and returns the job.
+// waitCondition waits until the job's condition of type ct is True and returns the job.
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) framework.Job {
 	t.Helper()
-	var fresh framework.Job
-	testenv.Eventually(t, func() error {
-		fresh = get(t, job)
-		for _, c := range fresh.GetJobStatus().Conditions {
-			if c.Type == ct && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s has no %s=True condition; conditions: %+v", job.GetName(), ct, fresh.GetJobStatus().Conditions)
-	})
-	return fresh
+	return env.WaitCondition(t, job, ct, testenv.Timeout)
 }
 
 // runAll marks every pod of the job Running.

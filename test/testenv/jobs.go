@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// WaitCondition waits up to timeout until the job's condition ct is True, and returns the job as
+// it was then.
+func (e *Env) WaitCondition(t testing.TB, job framework.Job, ct kubeflowv1.JobConditionType, timeout time.Duration) framework.Job {
+	t.Helper()
+	fresh := job.DeepCopyObject().(framework.Job)
+	EventuallyWithin(t, timeout, func() error {
+		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
+			return err
+		}
+		for _, c := range fresh.GetJobStatus().Conditions {
+			if c.Type == ct && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s has no %s=True condition; conditions: %+v", job.GetName(), ct, fresh.GetJobStatus().Conditions)
+	})
+	return fresh
+}
