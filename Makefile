@@ -6,7 +6,7 @@ GO ?= go
 TOOLS = $(shell bash hack/tools.sh)
 ENVTEST_TOOLS = $(shell bash hack/tools.sh --envtest)
 GO_TEST_FLAGS ?= -count=1
-FUZZ_TIME ?= 10s
+FUZZ_BUDGET ?= 10000x
 
 .PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run
 all: build
@@ -39,8 +39,8 @@ test-integration: ## Integration suites against the real kube-apiserver.
 test-e2e: ## The end-to-end suite on a fresh local cluster (scheduler, GC, controller-manager, kwok).
 	KILN_TOOLS_DIR=$(TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/e2e/...
 
-fuzz: ## Run the fuzz targets for FUZZ_TIME each.
-	@bash hack/fuzz.sh $(FUZZ_TIME)
+fuzz: ## Run each fuzz target for FUZZ_BUDGET executions.
+	@bash hack/fuzz.sh $(FUZZ_BUDGET)
 
 run: build ## A local cluster, kiln and the samples; Ctrl-C tears it down.
 	@tools=$$(bash hack/tools.sh) && ./bin/kiln dev --tools "$$tools"

@@ -8,4 +8,4 @@ KILN_TOOLS_DIR=$(bash hack/tools.sh)
 KUBEBUILDER_ASSETS=$KILN_TOOLS_DIR
 export KILN_TOOLS_DIR KUBEBUILDER_ASSETS
 go test -count=1 -timeout 20m ./...
-bash hack/fuzz.sh "${FUZZ_TIME:-10s}"
+bash hack/fuzz.sh "${FUZZ_BUDGET:-10000x}"
