@@ -3,10 +3,12 @@ package inferenceservice
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -32,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // FieldManager owns every field kiln applies.
 const FieldManager = "kiln"
@@ -50,12 +56,21 @@ type Options struct {
 	PrometheusAddress string
 }
 
+// optionalCRDs are the CRDs whose arrival or removal changes what kiln creates.
+var optionalCRDs = map[string]bool{
+	"httproutes.gateway.networking.k8s.io": true, "scaledobjects.keda.sh": true,
+	"servicemonitors.monitoring.coreos.com": true, "prometheusrules.monitoring.coreos.com": true,
+}
+
 // Reconciler reconciles InferenceServices.
 type Reconciler struct {
 	client client.Client
 	reader client.Reader // uncached: services and optional kinds are not in the cache
 	clock  clock.PassiveClock
 	opts   Options
+	// apis caches which optional APIs are served; a change to one of their CRDs clears it. Asking
+	// the RESTMapper each time would re-list the API groups on every miss.
+	apis atomic.Pointer[apis]
 }
 
 // NewReconciler returns the InferenceService reconciler.
@@ -69,15 +84,34 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
 }
 
-// SetupWithManager watches InferenceServices and the Deployments and HPAs they own.
+// SetupWithManager watches InferenceServices, the Deployments and HPAs they own, and (metadata
+// only) the CRDs of the optional APIs: installing or removing one re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inferenceservice").
 		For(&servingv1alpha1.InferenceService{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return optionalCRDs[o.GetName()] }))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
 		Complete(r)
+}
+
+// optionalAPIChanged forgets which optional APIs are served and re-reconciles every service.
+func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []reconcile.Request {
+	r.apis.Store(nil)
+	var list servingv1alpha1.InferenceServiceList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&i)})
+	}
+	return reqs
 }
 
 // Reconcile applies everything the InferenceService needs, removes what it no longer needs and
@@ -216,15 +250,21 @@ func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.Infer
 	return d, err
 }
 
-// installed asks the RESTMapper (which rediscovers on a miss) which optional APIs are served.
+// installed says which optional APIs are served: the cached answer, else the RESTMapper's (which
+// rediscovers on a miss).
 func (r *Reconciler) installed() apis {
+	if a := r.apis.Load(); a != nil {
+		return *a
+	}
 	served := func(group, version, kind string) bool {
 		_, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version)
 		return err == nil
 	}
-	return apis{
+	a := apis{
 		gateway:    served("gateway.networking.k8s.io", "v1", "HTTPRoute"),
 		keda:       served("keda.sh", "v1alpha1", "ScaledObject"),
 		monitoring: served("monitoring.coreos.com", "v1", "ServiceMonitor") && served("monitoring.coreos.com", "v1", "PrometheusRule"),
 	}
+	r.apis.Store(&a)
+	return a
 }
