@@ -3,7 +3,6 @@ package inferenceservice
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -56,6 +54,8 @@ type Options struct {
 	PrometheusAddress string
 }
 
+var crdKind = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
 // optionalCRDs are the CRDs whose arrival or removal changes what kiln creates.
 var optionalCRDs = map[string]bool{
 	"httproutes.gateway.networking.k8s.io": true, "scaledobjects.keda.sh": true,
@@ -68,9 +68,6 @@ type Reconciler struct {
 	reader client.Reader // uncached: services and optional kinds are not in the cache
 	clock  clock.PassiveClock
 	opts   Options
-	// apis caches which optional APIs are served; a change to one of their CRDs clears it. Asking
-	// the RESTMapper each time would re-list the API groups on every miss.
-	apis atomic.Pointer[apis]
 }
 
 // NewReconciler returns the InferenceService reconciler.
@@ -88,7 +85,7 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 // only) the CRDs of the optional APIs: installing or removing one re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	crd.SetGroupVersionKind(crdKind)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("inferenceservice").
 		For(&servingv1alpha1.InferenceService{}).
@@ -100,9 +97,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Complete(r)
 }
 
-// optionalAPIChanged forgets which optional APIs are served and re-reconciles every service.
+// optionalAPIChanged re-reconciles every service when an optional API comes or goes.
 func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []reconcile.Request {
-	r.apis.Store(nil)
 	var list servingv1alpha1.InferenceServiceList
 	if err := r.client.List(ctx, &list); err != nil {
 		return nil
@@ -123,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.client.Get(ctx, req.NamespacedName, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	have := r.installed()
+	have := r.installed(ctx)
 	sc := decide(isvc, have)
 	if err := r.applyAll(ctx, isvc, sc, have); err != nil {
 		return reconcile.Result{}, err
@@ -250,21 +246,18 @@ func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.Infer
 	return d, err
 }
 
-// installed says which optional APIs are served: the cached answer, else the RESTMapper's (which
-// rediscovers on a miss).
-func (r *Reconciler) installed() apis {
-	if a := r.apis.Load(); a != nil {
-		return *a
+// installed says which optional APIs the cluster has, from the CRD metadata the controller
+// watches (a cache lookup; asking the RESTMapper would re-list the API groups on every miss). An
+// apply that runs before a new CRD is served fails and is retried.
+func (r *Reconciler) installed(ctx context.Context) apis {
+	has := func(name string) bool {
+		crd := &metav1.PartialObjectMetadata{}
+		crd.SetGroupVersionKind(crdKind)
+		return r.client.Get(ctx, client.ObjectKey{Name: name}, crd) == nil
 	}
-	served := func(group, version, kind string) bool {
-		_, err := r.client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version)
-		return err == nil
+	return apis{
+		gateway:    has("httproutes.gateway.networking.k8s.io"),
+		keda:       has("scaledobjects.keda.sh"),
+		monitoring: has("servicemonitors.monitoring.coreos.com") && has("prometheusrules.monitoring.coreos.com"),
 	}
-	a := apis{
-		gateway:    served("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-		keda:       served("keda.sh", "v1alpha1", "ScaledObject"),
-		monitoring: served("monitoring.coreos.com", "v1", "ServiceMonitor") && served("monitoring.coreos.com", "v1", "PrometheusRule"),
-	}
-	r.apis.Store(&a)
-	return a
 }
