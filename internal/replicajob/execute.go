@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 		done, err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
 			ctx, end := tracing.Start(ctx, "delete "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
-			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 			end(err)
 			if err != nil {
 				r.expect.failed(key, "", o.GetUID())
@@ -153,5 +154,3 @@ func without(pods []*corev1.Pod, uid string) []*corev1.Pod {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -2,6 +2,7 @@ package replicajob
 
 import (
 	"fmt"
+	"k8s.io/utils/ptr"
 	"sort"
 	"testing"
 	"time"
@@ -229,7 +230,7 @@ func TestPlanVerdicts(t *testing.T) {
 		name: "scale down deletes the pods beyond replicas",
 		world: func() *world {
 			w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Worker", 3)).all(corev1.PodRunning)
-			w.job.GetReplicaSpecs()["Worker"].Replicas = ptr[int32](1)
+			w.job.GetReplicaSpecs()["Worker"].Replicas = ptr.To[int32](1)
 			return w
 		},
 		wantType: kubeflowv1.JobRunning, wantGone: []string{"j-worker-1", "j-worker-2"},

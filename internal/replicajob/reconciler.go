@@ -8,6 +8,7 @@ package replicajob
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	r.record(job, p, now)
 	if p.DeleteJob {
-		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr.To(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err == nil {
 			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
 		}

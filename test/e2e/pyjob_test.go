@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alp
 		Spec: trainingv1alpha1.PyJobSpec{
 			Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
 			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
-			Resources: trainingv1alpha1.Resources{CPU: ptr(resource.MustParse("1")), Memory: ptr(resource.MustParse("1Gi"))},
+			Resources: trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))},
 		},
 	}
 	if edit != nil {
@@ -40,8 +41,6 @@ func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alp
 	})
 	return j
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
 	t.Helper()
@@ -79,7 +78,7 @@ func TestPyJobSucceeds(t *testing.T) {
 func TestPyJobFailureNamesTheExitCode(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	j := newPyJob(t, ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr[int32](0) })
+	j := newPyJob(t, ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr.To[int32](0) })
 	failed := waitPhase(t, j, trainingv1alpha1.PyJobFailed)
 	if !strings.Contains(failed.Status.Message, "exited with code 3") {
 		t.Errorf("message %q does not name the exit code", failed.Status.Message)
@@ -142,7 +141,7 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
 	j := newPyJob(t, ns, "stored", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
-		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: &class, ReclaimPolicy: trainingv1alpha1.OutputDelete}
+		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class, ReclaimPolicy: trainingv1alpha1.OutputDelete}
 	})
 	running := waitPhase(t, j, trainingv1alpha1.PyJobRunning)
 	if running.Status.OutputClaimName != "stored-output" {
@@ -175,7 +174,7 @@ func TestPyJobRetainedOutputOutlivesThePyJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	j := newPyJob(t, ns, "keep", "1s", "0", func(s *trainingv1alpha1.PyJobSpec) {
-		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("1Gi")), StorageClassName: ptr("none"), ReclaimPolicy: trainingv1alpha1.OutputRetain}
+		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("none"), ReclaimPolicy: trainingv1alpha1.OutputRetain}
 	})
 	var pvc corev1.PersistentVolumeClaim
 	testenv.EventuallyWithin(t, timeout, func() error {

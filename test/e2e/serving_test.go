@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestInferenceServiceOnARealCluster(t *testing.T) {
 	isvc := &servingv1alpha1.InferenceService{
 		ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns},
 		Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "gs://models/iris", Framework: servingv1alpha1.FrameworkSKLearn,
-			MinReplicas: ptr[int32](2)},
+			MinReplicas: ptr.To[int32](2)},
 	}
 	if err := env.Client.Create(context.Background(), isvc); err != nil {
 		t.Fatal(err)

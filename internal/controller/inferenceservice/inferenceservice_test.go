@@ -1,6 +1,7 @@
 package inferenceservice
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -27,12 +28,12 @@ func TestDecide(t *testing.T) {
 		stablePct, canaryPct int32
 	}{
 		{"defaults: one replica", isvc(nil, nil, -1), apis{}, 1, 0, false, false, false, "", 0, 0},
-		{"min 2 max 5: HPA", isvc(ptr[int32](2), ptr[int32](5), -1), apis{}, -1, 0, true, false, false, "", 0, 0},
-		{"min 0 without KEDA: one replica", isvc(ptr[int32](0), nil, -1), apis{}, 1, 0, false, false, true, "", 0, 0},
-		{"min 0 with KEDA", isvc(ptr[int32](0), ptr[int32](3), -1), apis{keda: true}, -1, 0, false, true, false, "", 0, 0},
-		{"canary 20% of 5 by replicas", isvc(ptr[int32](5), nil, 20), apis{}, 4, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 80, 20},
+		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, -1, 0, true, false, false, "", 0, 0},
+		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, 1, 0, false, false, true, "", 0, 0},
+		{"min 0 with KEDA", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, -1, 0, false, true, false, "", 0, 0},
+		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, 4, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 80, 20},
 		{"canary 20% of 1 by replicas: one of each", isvc(nil, nil, 20), apis{}, 1, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 50, 50},
-		{"canary 20% by HTTPRoute", isvc(ptr[int32](5), nil, 20), apis{gateway: true}, 5, 1, false, false, false, servingv1alpha1.TrafficHTTPRoute, 80, 20},
+		{"canary 20% by HTTPRoute", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, 5, 1, false, false, false, servingv1alpha1.TrafficHTTPRoute, 80, 20},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestServers(t *testing.T) {
 			t.Errorf("%s: readiness %+v, want %s", tc.framework, c.ReadinessProbe, tc.ready)
 		}
 	}
-	d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", ptr[int32](1))
+	d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", ptr.To[int32](1))
 	v := d.Spec.Template.Spec.Volumes[0]
 	if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "models" || !v.PersistentVolumeClaim.ReadOnly ||
 		d.Spec.Template.Spec.Containers[0].VolumeMounts[0].SubPath != "iris/v3" || len(d.Spec.Template.Spec.InitContainers) != 0 {

@@ -3,6 +3,7 @@ package inferenceservice
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -234,7 +235,7 @@ func (r *Reconciler) deleteOwned(ctx context.Context, isvc *servingv1alpha1.Infe
 	if !metav1.IsControlledBy(o, isvc) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.client.Delete(ctx, o, client.Preconditions{UID: ptr(o.GetUID())}))
+	return client.IgnoreNotFound(r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}))
 }
 
 func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {

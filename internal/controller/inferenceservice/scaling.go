@@ -2,6 +2,7 @@ package inferenceservice
 
 import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"k8s.io/utils/ptr"
 )
 
 // apis says which optional APIs the cluster serves.
@@ -24,8 +25,6 @@ type scaling struct {
 	traffic *servingv1alpha1.TrafficStatus
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // decide turns the spec into replica counts and a traffic split, given the installed APIs.
 func decide(isvc *servingv1alpha1.InferenceService, have apis) scaling {
 	s := isvc.Spec
@@ -42,11 +41,11 @@ func decide(isvc *servingv1alpha1.InferenceService, have apis) scaling {
 	case lo == 0 && have.keda:
 		sc.keda = true
 	case lo == 0:
-		sc.noKEDA, sc.stable = true, ptr[int32](1)
+		sc.noKEDA, sc.stable = true, ptr.To[int32](1)
 	case hi > lo:
 		sc.hpa = true
 	default:
-		sc.stable = ptr(lo)
+		sc.stable = ptr.To(lo)
 	}
 	if s.Traffic == nil {
 		return sc
@@ -70,7 +69,7 @@ func decide(isvc *servingv1alpha1.InferenceService, have apis) scaling {
 	if n == 1 && pct > 0 && pct < 100 {
 		n, c = 2, 1 // one pod cannot be shared: run one of each
 	}
-	sc.stable, sc.canary, sc.hpa, sc.keda = ptr(n-c), c, false, false
+	sc.stable, sc.canary, sc.hpa, sc.keda = ptr.To(n-c), c, false, false
 	got := c * 100 / n
 	sc.traffic = &servingv1alpha1.TrafficStatus{Mode: servingv1alpha1.TrafficReplicaSplit, StablePercent: 100 - got, CanaryPercent: got}
 	return sc

@@ -1,6 +1,7 @@
 package pyjob
 
 import (
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +22,9 @@ func pyJob(workers, gpu int32) *trainingv1alpha1.PyJob {
 		Spec: trainingv1alpha1.PyJobSpec{Image: "img", Command: []string{"python", "train.py"}, GPU: gpu, Workers: workers,
 			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
 			Dataset: &trainingv1alpha1.DatasetStorage{ClaimName: "data"},
-			Output:  &trainingv1alpha1.OutputStorage{Size: ptr(resource.MustParse("10Gi")), ReclaimPolicy: trainingv1alpha1.OutputRetain}},
+			Output:  &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("10Gi")), ReclaimPolicy: trainingv1alpha1.OutputRetain}},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestDesiredJob(t *testing.T) {
 	j := desiredJob(pyJob(4, 2))
@@ -102,7 +101,7 @@ func TestStatus(t *testing.T) {
 		{"failed with an exit code", cond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit"), []corev1.Pod{failedPod},
 			trainingv1alpha1.PyJobFailed, "worker 1 exited with code 137 (OOMKilled); BackoffLimitExceeded"},
 		{"complete", cond(batchv1.JobComplete, "CompletionsReached", ""), nil, trainingv1alpha1.PyJobSucceeded, "all 4 workers completed"},
-		{"suspended", &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr(true)}}, nil, trainingv1alpha1.PyJobSuspended, "set spec.suspend to false"},
+		{"suspended", &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}, nil, trainingv1alpha1.PyJobSuspended, "set spec.suspend to false"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package pytorch
 
 import (
+	"k8s.io/utils/ptr"
 	"strconv"
 	"testing"
 
@@ -32,9 +33,9 @@ func TestEnv(t *testing.T) {
 	ep := func(j *kubeflowv1.PyTorchJob) *kubeflowv1.PyTorchJob {
 		backend, host, id := kubeflowv1.RDZVBackend("c10d"), "localhost", "rdzv-id"
 		j.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{
-			RDZVBackend: &backend, RDZVHost: &host, RDZVPort: ptr[int32](1234), RDZVID: &id,
+			RDZVBackend: &backend, RDZVHost: &host, RDZVPort: ptr.To[int32](1234), RDZVID: &id,
 			RDZVConf:    []kubeflowv1.RDZVConf{{Key: "rdzv-conf-name", Value: "rdzv-conf-value"}, {Key: "rdzv-conf-name-1", Value: "rdzv-conf-value-1"}},
-			MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](3), MaxRestarts: ptr[int32](3),
+			MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3), MaxRestarts: ptr.To[int32](3),
 		}
 		return j
 	}
@@ -96,9 +97,9 @@ func TestElasticDefaults(t *testing.T) {
 		wantMin, wantMax int32
 	}{
 		{"neither: the worker replicas", nil, nil, 3, 3},
-		{"only max", nil, ptr[int32](5), 5, 5},
-		{"only min", ptr[int32](2), nil, 2, 2},
-		{"both kept", ptr[int32](1), ptr[int32](4), 1, 4},
+		{"only max", nil, ptr.To[int32](5), 5, 5},
+		{"only min", ptr.To[int32](2), nil, 2, 2},
+		{"both kept", ptr.To[int32](1), ptr.To[int32](4), 1, 4},
 	}
 	for _, tc := range tests {
 		job := builder.PyTorchJob("pt", "ns").Replicas("Worker", 3).Obj().(*kubeflowv1.PyTorchJob)

@@ -5,6 +5,7 @@ package pytorch
 
 import (
 	"fmt"
+	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,11 +83,11 @@ func setDefaults(job *kubeflowv1.PyTorchJob) {
 		workers := framework.NumReplicas(job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker])
 		switch {
 		case ep.MinReplicas == nil && ep.MaxReplicas == nil:
-			ep.MinReplicas, ep.MaxReplicas = ptr(workers), ptr(workers)
+			ep.MinReplicas, ep.MaxReplicas = ptr.To(workers), ptr.To(workers)
 		case ep.MinReplicas == nil:
-			ep.MinReplicas = ptr(*ep.MaxReplicas)
+			ep.MinReplicas = ptr.To(*ep.MaxReplicas)
 		case ep.MaxReplicas == nil:
-			ep.MaxReplicas = ptr(*ep.MinReplicas)
+			ep.MaxReplicas = ptr.To(*ep.MinReplicas)
 		}
 	}
 	if job.Spec.NprocPerNode == nil && (job.Spec.ElasticPolicy == nil || job.Spec.ElasticPolicy.NProcPerNode == nil) {
@@ -94,8 +95,6 @@ func setDefaults(job *kubeflowv1.PyTorchJob) {
 		job.Spec.NprocPerNode = &auto
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // outcome: the master drives the job when there is one; otherwise every worker must succeed,
 // or, for an elastic job, any one of them.

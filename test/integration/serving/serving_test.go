@@ -6,6 +6,7 @@ package serving
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,6 @@ func TestMain(m *testing.M) {
 		return e.StartManager(o)
 	}))
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func newISVC(ns, name string, edit func(*servingv1alpha1.InferenceServiceSpec)) *servingv1alpha1.InferenceService {
 	i := &servingv1alpha1.InferenceService{
@@ -136,7 +135,7 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		want string
 	}{
 		{"maxReplicas below minReplicas", func(s *servingv1alpha1.InferenceServiceSpec) {
-			s.MinReplicas, s.MaxReplicas = ptr[int32](3), ptr[int32](2)
+			s.MinReplicas, s.MaxReplicas = ptr.To[int32](3), ptr.To[int32](2)
 		}, "spec.maxReplicas must be at least spec.minReplicas"},
 		{"canaryPercent 101", func(s *servingv1alpha1.InferenceServiceSpec) {
 			s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://m/v2", CanaryPercent: 101}
@@ -226,7 +225,7 @@ func TestDriftIsRepaired(t *testing.T) {
 func TestHPAWithTheRightBounds(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
-		s.MinReplicas, s.MaxReplicas = ptr[int32](2), ptr[int32](5)
+		s.MinReplicas, s.MaxReplicas = ptr.To[int32](2), ptr.To[int32](5)
 	}))
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 	testenv.Eventually(t, func() error {
@@ -247,7 +246,7 @@ func TestHPAWithTheRightBounds(t *testing.T) {
 // canaryThenPromoteAndRollBack drives a canary to the given percent, checks it with check, then
 // rolls it back and promotes it, each in one edit, ending with one Deployment.
 func canaryThenPromoteAndRollBack(t *testing.T, ns, name string, check func(*servingv1alpha1.InferenceService)) {
-	i := create(t, newISVC(ns, name, func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr[int32](5) }))
+	i := create(t, newISVC(ns, name, func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr.To[int32](5) }))
 	makeReady(t, deployment(t, ns, name+"-predictor"))
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
 		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
@@ -290,7 +289,7 @@ func TestCanaryByReplicaSplitWithoutGatewayAPI(t *testing.T) {
 
 func TestScaleToZeroWithoutKEDASaysWhatIsMissing(t *testing.T) {
 	ns := env.Namespace(t)
-	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr[int32](0) }))
+	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr.To[int32](0) }))
 	st := waitStatus(t, i, conditionIs("ScaleToZero", metav1.ConditionFalse))
 	if c := meta.FindStatusCondition(st.Status.Conditions, "ScaleToZero"); c.Reason != "KEDANotInstalled" || !strings.Contains(c.Message, "install KEDA") {
 		t.Errorf("ScaleToZero condition %+v", c)
@@ -306,7 +305,7 @@ func TestScaleToZeroWithKEDA(t *testing.T) {
 	env.InstallCRDs(t, filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml"))
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) {
-		s.MinReplicas, s.MaxReplicas = ptr[int32](0), ptr[int32](4)
+		s.MinReplicas, s.MaxReplicas = ptr.To[int32](0), ptr.To[int32](4)
 	}))
 	so := &unstructured.Unstructured{}
 	so.SetAPIVersion("keda.sh/v1alpha1")

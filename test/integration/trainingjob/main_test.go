@@ -132,6 +132,4 @@ func lastCondition(job framework.Job) kubeflowv1.JobCondition {
 	return cs[len(cs)-1]
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func itoa(i int) string { return fmt.Sprint(i) }

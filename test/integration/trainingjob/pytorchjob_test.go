@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"k8s.io/utils/ptr"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,7 +77,7 @@ func TestElasticPyTorchJobEnv(t *testing.T) {
 	backend := kubeflowv1.RDZVBackend("c10d")
 	job := create(t, builder.PyTorchJob("elastic", ns).Replicas("Worker", 1).Edit(func(j framework.Job) {
 		j.(*kubeflowv1.PyTorchJob).Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{
-			RDZVBackend: &backend, MinReplicas: ptr[int32](1), MaxReplicas: ptr[int32](3), MaxRestarts: ptr[int32](3),
+			RDZVBackend: &backend, MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3), MaxRestarts: ptr.To[int32](3),
 		}
 	}).Obj())
 	pods := waitPods(t, job, 1)
@@ -135,7 +136,7 @@ func TestPyTorchJobScalesWorkers(t *testing.T) {
 	job := create(t, builder.PyTorchJob("scale", ns).Replicas("Master", 1).Replicas("Worker", 2).Obj())
 	waitPods(t, job, 3)
 	for _, n := range []int32{4, 1} {
-		update(t, job, func(j framework.Job) { j.GetReplicaSpecs()["Worker"].Replicas = ptr(n) })
+		update(t, job, func(j framework.Job) { j.GetReplicaSpecs()["Worker"].Replicas = ptr.To(n) })
 		pods := waitPods(t, job, int(n)+1)
 		var names []string
 		testenvEventuallyServices(t, job, int(n)+1, &names)

@@ -3,6 +3,7 @@ package trainingjob
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestSuspendDeletesPodsAndResumeRecreatesThem(t *testing.T) {
 	running := waitCondition(t, job, kubeflowv1.JobRunning)
 	started := running.GetJobStatus().StartTime
 
-	update(t, job, func(j framework.Job) { j.GetRunPolicy().Suspend = ptr(true) })
+	update(t, job, func(j framework.Job) { j.GetRunPolicy().Suspend = ptr.To(true) })
 	suspended := waitCondition(t, job, kubeflowv1.JobSuspended)
 	waitPods(t, job, 0)
 	testenv.Eventually(t, func() error { return testenv.Count("services", len(jobServices(t, job)), 0) })
@@ -73,7 +74,7 @@ func TestSuspendDeletesPodsAndResumeRecreatesThem(t *testing.T) {
 	}
 
 	time.Sleep(1100 * time.Millisecond) // startTime has a resolution of one second
-	update(t, job, func(j framework.Job) { j.GetRunPolicy().Suspend = ptr(false) })
+	update(t, job, func(j framework.Job) { j.GetRunPolicy().Suspend = ptr.To(false) })
 	pods = waitPods(t, job, 3)
 	runAll(t, pods)
 	resumed := waitCondition(t, job, kubeflowv1.JobRunning)
