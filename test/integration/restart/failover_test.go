@@ -129,17 +129,8 @@ func TestLeaderFailover(t *testing.T) {
 		t.Logf("takeover after %s", took.Round(100*time.Millisecond))
 	}
 
-	seen := map[string]string{}
-	testenv.EventuallyWithin(t, time.Minute, func() error {
-		pods := env.Pods(t, ns, nil)
-		for _, p := range pods {
-			if uid, ok := seen[p.Name]; ok && uid != string(p.UID) {
-				t.Fatalf("pod %s was created twice", p.Name)
-			}
-			seen[p.Name] = string(p.UID)
-		}
-		return testenv.Count("pods", len(pods), 20*4)
-	})
+	uids := newPodUIDs(ns)
+	uids.waitFor(t, 20*4)
 	pods := env.Pods(t, ns, nil)
 	for i := range pods {
 		env.Run(t, &pods[i])
@@ -152,9 +143,5 @@ func TestLeaderFailover(t *testing.T) {
 	for _, j := range jobs {
 		waitCondition(t, j, kubeflowv1.JobSucceeded)
 	}
-	for _, p := range env.Pods(t, ns, nil) {
-		if seen[p.Name] != string(p.UID) {
-			t.Errorf("pod %s was recreated", p.Name)
-		}
-	}
+	uids.unchanged(t)
 }

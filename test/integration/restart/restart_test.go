@@ -80,17 +80,8 @@ func TestManagerRestartMidBurst(t *testing.T) {
 	for _, job := range all {
 		want += int(framework.TotalReplicas(job.GetReplicaSpecs()))
 	}
-	seen := map[string]string{} // pod name -> first UID seen
-	testenv.EventuallyWithin(t, time.Minute, func() error {
-		pods := env.Pods(t, ns, nil)
-		for _, p := range pods {
-			if uid, ok := seen[p.Name]; ok && uid != string(p.UID) {
-				t.Fatalf("pod %s was created twice (UIDs %s and %s)", p.Name, uid, p.UID)
-			}
-			seen[p.Name] = string(p.UID)
-		}
-		return testenv.Count("pods", len(pods), want)
-	})
+	uids := newPodUIDs(ns)
+	uids.waitFor(t, want)
 
 	// Play the kubelet: every pod runs, then every pod completes.
 	pods := env.Pods(t, ns, nil)
@@ -106,11 +97,7 @@ func TestManagerRestartMidBurst(t *testing.T) {
 	for _, job := range all {
 		waitCondition(t, job, kubeflowv1.JobSucceeded)
 	}
-	for _, p := range env.Pods(t, ns, nil) {
-		if seen[p.Name] != string(p.UID) {
-			t.Errorf("pod %s was recreated after the restart", p.Name)
-		}
-	}
+	uids.unchanged(t)
 }
 
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) {
