@@ -6,6 +6,7 @@ package framework
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -25,6 +26,8 @@ type Framework struct {
 	Name string
 	// ControllerName is the value of the training.kubeflow.org/operator-name label.
 	ControllerName string
+	// ReplicaSpecsField is the JSON name of the spec's replica-spec map, e.g. "tfReplicaSpecs".
+	ReplicaSpecsField string
 	// ReplicaTypes lists every valid replica type in its canonical spelling, in the fixed order
 	// in which the engine evaluates them.
 	ReplicaTypes []kubeflowv1.ReplicaType
@@ -46,6 +49,9 @@ type Framework struct {
 
 	// Default sets kind-specific defaults after the common ones. Optional.
 	Default func(job Job)
+	// Validate checks the kind's own rules on a defaulted job; specs is the path of its replica-spec
+	// map. It returns errors and warnings. Optional.
+	Validate func(job Job, specs *field.Path) (field.ErrorList, []string)
 	// SetClusterSpec adds to the pod template of replica (rtype, index) what tells it about the
 	// rest of the job: environment variables, init containers. It must be a pure function.
 	SetClusterSpec func(job Job, template *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error

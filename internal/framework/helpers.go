@@ -1,10 +1,12 @@
 package framework
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 )
@@ -72,3 +74,13 @@ func AppendEnv(t *corev1.PodTemplateSpec, only string, env ...corev1.EnvVar) {
 
 // Env is a shorthand for a plain name=value variable.
 func Env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
+
+// ValidateSingleMaster checks that a Master replica type, when present, has exactly one replica.
+// It runs on defaulted jobs, where an omitted replicas is already 1 (DECISIONS #1).
+func ValidateSingleMaster(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, path *field.Path) field.ErrorList {
+	master := specs["Master"]
+	if master == nil || NumReplicas(master) == 1 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Key("Master").Child("replicas"), fmt.Sprintf("must be 1, not %d: a job has one master; add replicas to Worker instead", NumReplicas(master)))}
+}

@@ -77,9 +77,13 @@ func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, service
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
 	p.setCondition(kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
+	invalid, _ := Validate(fw, job, nil)
 	switch {
 	case isFinished(&p.plan.Status):
 		p.finished()
+	case len(invalid) > 0:
+		// Only reachable without the validating webhook: fail visibly instead of guessing.
+		p.finish(kubeflowv1.JobFailed, "FailedValidation", fmt.Sprintf("%s %s is invalid: %v", fw.Kind, job.GetName(), invalid.ToAggregate()))
 	case isSuspended(job):
 		p.suspend()
 	default:

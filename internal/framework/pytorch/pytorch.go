@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -46,6 +47,7 @@ func New(cfg Config) framework.Framework {
 		Kind:                 kubeflowv1.PyTorchJobKind,
 		Name:                 "pytorch",
 		ControllerName:       "pytorchjob-controller",
+		ReplicaSpecsField:    "pytorchReplicaSpecs",
 		ReplicaTypes:         []kubeflowv1.ReplicaType{kubeflowv1.PyTorchJobReplicaTypeMaster, kubeflowv1.PyTorchJobReplicaTypeWorker},
 		DefaultContainer:     ContainerName,
 		DefaultPortName:      PortName,
@@ -55,6 +57,9 @@ func New(cfg Config) framework.Framework {
 		NewJob:               func() framework.Job { return &kubeflowv1.PyTorchJob{} },
 		NewJobList:           func() client.ObjectList { return &kubeflowv1.PyTorchJobList{} },
 		Default:              func(job framework.Job) { setDefaults(pyTorchJob(job)) },
+		Validate: func(job framework.Job, specs *field.Path) (field.ErrorList, []string) {
+			return validate(pyTorchJob(job), specs)
+		},
 		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
 			return setClusterSpec(cfg, pyTorchJob(job), t, rtype, index)
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -30,9 +31,10 @@ type Config struct {
 // New returns the TFJob framework.
 func New(cfg Config) framework.Framework {
 	return framework.Framework{
-		Kind:           kubeflowv1.TFJobKind,
-		Name:           "tensorflow",
-		ControllerName: "tfjob-controller",
+		Kind:              kubeflowv1.TFJobKind,
+		Name:              "tensorflow",
+		ControllerName:    "tfjob-controller",
+		ReplicaSpecsField: "tfReplicaSpecs",
 		ReplicaTypes: []kubeflowv1.ReplicaType{
 			kubeflowv1.TFJobReplicaTypeChief, kubeflowv1.TFJobReplicaTypeEval, kubeflowv1.TFJobReplicaTypeMaster,
 			kubeflowv1.TFJobReplicaTypePS, kubeflowv1.TFJobReplicaTypeWorker,
@@ -43,6 +45,9 @@ func New(cfg Config) framework.Framework {
 		DefaultRestartPolicy: kubeflowv1.RestartPolicyNever,
 		NewJob:               func() framework.Job { return &kubeflowv1.TFJob{} },
 		NewJobList:           func() client.ObjectList { return &kubeflowv1.TFJobList{} },
+		Validate: func(job framework.Job, specs *field.Path) (field.ErrorList, []string) {
+			return validate(tfJob(job), specs), nil
+		},
 		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
 			return setClusterSpec(cfg, tfJob(job), t, rtype, index)
 		},

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -28,6 +29,7 @@ func New() framework.Framework {
 		Kind:                 kubeflowv1.XGBoostJobKind,
 		Name:                 "xgboost",
 		ControllerName:       "xgboostjob-controller",
+		ReplicaSpecsField:    "xgbReplicaSpecs",
 		ReplicaTypes:         []kubeflowv1.ReplicaType{kubeflowv1.XGBoostJobReplicaTypeMaster, kubeflowv1.XGBoostJobReplicaTypeWorker},
 		DefaultContainer:     ContainerName,
 		DefaultPortName:      PortName,
@@ -35,6 +37,9 @@ func New() framework.Framework {
 		DefaultRestartPolicy: kubeflowv1.RestartPolicyNever,
 		NewJob:               func() framework.Job { return &kubeflowv1.XGBoostJob{} },
 		NewJobList:           func() client.ObjectList { return &kubeflowv1.XGBoostJobList{} },
+		Validate: func(job framework.Job, specs *field.Path) (field.ErrorList, []string) {
+			return validate(job.(*kubeflowv1.XGBoostJob), specs), nil
+		},
 		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
 			env, err := Env(job.(*kubeflowv1.XGBoostJob), rtype, index)
 			if err != nil {

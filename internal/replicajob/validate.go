@@ -1,0 +1,160 @@
+package replicajob
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// ManagedByValues are the controllers runPolicy.managedBy may name: kiln (under Kubeflow's name,
+// so existing manifests work) or Kueue's MultiKueue, which leaves the job to another cluster.
+var ManagedByValues = []string{kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController}
+
+// maxServiceName is the longest name a Service may have (a DNS-1035 label).
+const maxServiceName = 63
+
+// Validate checks a defaulted job against the rules of Kubeflow's validating webhooks
+// (reference §1.5) with kiln's decisions applied: replica types are checked after their case
+// is normalised, an omitted Master replicas means 1, and managedBy is checked and immutable on
+// every kind. old is nil on create. Errors come in a fixed order; warnings are for the user.
+func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	name := job.GetName()
+	for _, msg := range validation.NameIsDNS1035Label(name, false) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, msg))
+	}
+	specsPath := field.NewPath("spec", fw.ReplicaSpecsField)
+	specs := job.GetReplicaSpecs()
+	if len(specs) == 0 {
+		errs = append(errs, field.Required(specsPath, "name at least one replica type: "+typeList(fw)))
+	}
+	for _, rtype := range sortedTypes(fw, specs) {
+		errs = append(errs, validateReplica(fw, name, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
+	}
+	errs = append(errs, validateManagedBy(job, old)...)
+	if old != nil {
+		errs = append(errs, validateTypesUnchanged(fw, job, old, specsPath)...)
+	}
+	var warnings []string
+	if fw.Validate != nil {
+		e, w := fw.Validate(job, specsPath)
+		errs, warnings = append(errs, e...), w
+	}
+	return errs, warnings
+}
+
+// validateReplica checks one replica spec: a known type, containers with images, the framework's
+// default container, and names short enough for the Services the job creates.
+func validateReplica(fw framework.Framework, jobName string, rtype kubeflowv1.ReplicaType, spec *kubeflowv1.ReplicaSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !slices.Contains(fw.ReplicaTypes, rtype) {
+		return append(errs, field.NotSupported(path, string(rtype), typeStrings(fw)))
+	}
+	if spec == nil {
+		return append(errs, field.Required(path, "give the replica spec (replicas and template), or remove the entry"))
+	}
+	if spec.Replicas != nil && *spec.Replicas < 0 {
+		errs = append(errs, field.Invalid(path.Child("replicas"), *spec.Replicas, "must be 0 or more"))
+	}
+	containers := spec.Template.Spec.Containers
+	cpath := path.Child("template", "spec", "containers")
+	if len(containers) == 0 {
+		return append(errs, field.Required(cpath, fmt.Sprintf("must be specified: add a container named %s", fw.DefaultContainer)))
+	}
+	hasDefault := false
+	for i, c := range containers {
+		if c.Image == "" {
+			errs = append(errs, field.Required(cpath.Index(i).Child("image"), "must be set: the container image to run"))
+		}
+		hasDefault = hasDefault || c.Name == fw.DefaultContainer
+	}
+	if !hasDefault {
+		errs = append(errs, field.Required(cpath, fmt.Sprintf("must have at least one container with name %s (it gets the job's port and its exit code decides restarts)", fw.DefaultContainer)))
+	}
+	if n := framework.NumReplicas(spec); n > 0 {
+		if last := framework.ReplicaName(jobName, rtype, int(n)-1); len(last) > maxServiceName {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), jobName, fmt.Sprintf(
+				"must be at most %d characters: the Service of the last %s replica would be named %s, longer than the %d a Service name allows",
+				maxServiceName-(len(last)-len(jobName)), rtype, last, maxServiceName)))
+		}
+	}
+	return errs
+}
+
+// validateManagedBy allows only known controllers in runPolicy.managedBy and forbids changing it.
+func validateManagedBy(job, old framework.Job) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec", "runPolicy", "managedBy")
+	mb := job.GetRunPolicy().ManagedBy
+	if mb != nil && !slices.Contains(ManagedByValues, *mb) {
+		errs = append(errs, field.NotSupported(path, *mb, ManagedByValues))
+	}
+	if old != nil {
+		was := old.GetRunPolicy().ManagedBy
+		if deref(mb) != deref(was) {
+			errs = append(errs, field.Invalid(path, deref(mb), fmt.Sprintf("field is immutable (was %q): create a new job to hand it to another controller", deref(was))))
+		}
+	}
+	return errs
+}
+
+// validateTypesUnchanged forbids adding or removing replica types: the pods that already run
+// were told the cluster's shape at creation.
+func validateTypesUnchanged(fw framework.Framework, job, old framework.Job, path *field.Path) field.ErrorList {
+	now, was := sortedTypes(fw, job.GetReplicaSpecs()), sortedTypes(fw, canonicalTypes(fw, old.GetReplicaSpecs()))
+	if slices.Equal(now, was) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("replica types cannot be added or removed (were %s, now %s): create a new job", join(was), join(now)))}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// sortedTypes lists the keys of specs: the framework's types in its order, then unknown ones sorted.
+func sortedTypes(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) []kubeflowv1.ReplicaType {
+	var known, unknown []kubeflowv1.ReplicaType
+	for _, t := range fw.ReplicaTypes {
+		if _, ok := specs[t]; ok {
+			known = append(known, t)
+		}
+	}
+	for t := range specs {
+		if !slices.Contains(fw.ReplicaTypes, t) {
+			unknown = append(unknown, t)
+		}
+	}
+	slices.Sort(unknown)
+	return append(known, unknown...)
+}
+
+func typeStrings(fw framework.Framework) []string {
+	out := make([]string, len(fw.ReplicaTypes))
+	for i, t := range fw.ReplicaTypes {
+		out[i] = string(t)
+	}
+	return out
+}
+
+func typeList(fw framework.Framework) string { return strings.Join(typeStrings(fw), ", ") }
+
+func join(types []kubeflowv1.ReplicaType) string {
+	if len(types) == 0 {
+		return "none"
+	}
+	s := make([]string, len(types))
+	for i, t := range types {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
