@@ -58,6 +58,7 @@ const (
 )
 
 // RunPolicy holds the run-time rules common to every distributed training job.
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.runPolicy.managedBy is immutable: create a new job to hand it to another controller"
 type RunPolicy struct {
 	// CleanPodPolicy says which pods are deleted once the job has finished: All, Running (pods still
 	// running or pending; the default in kiln) or None. Suspending a job always deletes all its pods.
@@ -94,6 +95,7 @@ type RunPolicy struct {
 	// ManagedBy names the controller that reconciles this job: unset or
 	// "kubeflow.org/training-operator" for kiln, "kueue.x-k8s.io/multikueue" to hand it to
 	// Kueue's MultiKueue. kiln never touches a job managed by another controller. Immutable.
+	// +kubebuilder:validation:XValidation:rule="self in ['kubeflow.org/training-operator', 'kueue.x-k8s.io/multikueue']",message="spec.runPolicy.managedBy must be kubeflow.org/training-operator (kiln) or kueue.x-k8s.io/multikueue"
 	// +optional
 	ManagedBy *string `json:"managedBy,omitempty"`
 }
@@ -121,6 +123,7 @@ type SchedulingPolicy struct {
 // ReplicaSpec describes one role of the job: how many pods, from which template, restarted how.
 type ReplicaSpec struct {
 	// Replicas is the number of pods of this role. Default 1.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 

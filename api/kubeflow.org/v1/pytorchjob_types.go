@@ -23,6 +23,7 @@ type RDZVConf struct {
 }
 
 // ElasticPolicy configures elastic (torchrun rendezvous) training.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="spec.elasticPolicy.minReplicas must not exceed maxReplicas"
 type ElasticPolicy struct {
 	// MinReplicas is the lower bound of workers; default maxReplicas, else Worker replicas.
 	// +optional
@@ -60,6 +61,10 @@ type ElasticPolicy struct {
 }
 
 // PyTorchJobSpec is the desired state of a PyTorch training job.
+// +kubebuilder:validation:XValidation:rule="!('Master' in self.pytorchReplicaSpecs) || !has(self.pytorchReplicaSpecs['Master'].replicas) || self.pytorchReplicaSpecs['Master'].replicas == 1",message="spec.pytorchReplicaSpecs[Master].replicas must be 1: a job has one master; add replicas to Worker instead"
+// +kubebuilder:validation:XValidation:rule="!('Worker' in self.pytorchReplicaSpecs) || !has(self.pytorchReplicaSpecs['Worker'].replicas) || self.pytorchReplicaSpecs['Worker'].replicas >= 1",message="spec.pytorchReplicaSpecs[Worker].replicas must be at least 1: remove the Worker entry for a master-only job"
+// +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy) || 'Worker' in self.pytorchReplicaSpecs",message="spec.pytorchReplicaSpecs[Worker] must be configured if elastic policy is used"
+// +kubebuilder:validation:XValidation:rule="!(has(self.elasticPolicy) && has(self.elasticPolicy.nProcPerNode) && has(self.nprocPerNode))",message="spec.elasticPolicy.nProcPerNode must not be used with spec.nprocPerNode: keep spec.nprocPerNode"
 type PyTorchJobSpec struct {
 	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
 	// +kubebuilder:validation:Optional
@@ -72,9 +77,16 @@ type PyTorchJobSpec struct {
 	// PyTorchReplicaSpecs maps Master and Worker to their specs. Every container gets
 	// MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and torchrun's PET_* variables.
 	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=5
+	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'pytorch'))",message="every replica type must have a container named pytorch: it gets the job's port and its exit code decides restarts"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in oldSelf) && oldSelf.all(k, k in self)",message="replica types cannot be added or removed: create a new job"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
 	PyTorchReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"pytorchReplicaSpecs"`
 
 	// NprocPerNode is the number of processes per node: "auto" (default), "cpu", "gpu" or a number.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto|cpu|gpu|[1-9][0-9]*)$')",message="spec.nprocPerNode must be auto, cpu, gpu or a positive number such as 8"
 	// +optional
 	NprocPerNode *string `json:"nprocPerNode,omitempty"`
 }
@@ -91,6 +103,7 @@ type PyTorchJobSpec struct {
 // +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label: at most 63 lowercase letters, digits and -, starting with a letter, e.g. mnist-train"
 type PyTorchJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

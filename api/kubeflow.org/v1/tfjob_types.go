@@ -23,6 +23,7 @@ const (
 )
 
 // TFJobSpec is the desired state of a TensorFlow training job.
+// +kubebuilder:validation:XValidation:rule="!('Chief' in self.tfReplicaSpecs && 'Master' in self.tfReplicaSpecs)",message="spec.tfReplicaSpecs must not have more than 1 Chief or Master role: keep one of them"
 type TFJobSpec struct {
 	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
 	// +kubebuilder:validation:Optional
@@ -36,6 +37,12 @@ type TFJobSpec struct {
 	// TFReplicaSpecs maps a replica type (Chief, Master, PS, Worker, Evaluator) to its spec.
 	// Every pod gets TF_CONFIG describing the whole cluster when the job has more than one replica.
 	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=5
+	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'tensorflow'))",message="every replica type must have a container named tensorflow: it gets the job's port and its exit code decides restarts"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in oldSelf) && oldSelf.all(k, k in self)",message="replica types cannot be added or removed: create a new job"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['chief', 'evaluator', 'master', 'ps', 'worker'])",message="replica types must be Chief, Evaluator, Master, PS, Worker"
 	TFReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"tfReplicaSpecs"`
 
 	// EnableDynamicWorker gives each pod a sparse TF_CONFIG (itself and the PS) and ignores worker
@@ -55,6 +62,7 @@ type TFJobSpec struct {
 // +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label: at most 63 lowercase letters, digits and -, starting with a letter, e.g. mnist-train"
 type TFJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

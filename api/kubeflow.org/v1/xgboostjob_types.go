@@ -10,6 +10,8 @@ const (
 )
 
 // XGBoostJobSpec is the desired state of an XGBoost training job.
+// +kubebuilder:validation:XValidation:rule="'Master' in self.xgbReplicaSpecs",message="spec.xgbReplicaSpecs[Master] must be present: the Master runs the rabit tracker"
+// +kubebuilder:validation:XValidation:rule="!('Master' in self.xgbReplicaSpecs) || !has(self.xgbReplicaSpecs['Master'].replicas) || self.xgbReplicaSpecs['Master'].replicas == 1",message="spec.xgbReplicaSpecs[Master].replicas must be 1: a job has one master; add replicas to Worker instead"
 type XGBoostJobSpec struct {
 	// RunPolicy holds the run-time rules: clean-up, TTL, deadline, backoff, suspend, managedBy.
 	// +kubebuilder:validation:Optional
@@ -18,6 +20,12 @@ type XGBoostJobSpec struct {
 	// XGBReplicaSpecs maps Master (required, one replica) and Worker to their specs. Every
 	// container gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, WORKER_ADDRS and WORKER_PORT.
 	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=5
+	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'xgboost'))",message="every replica type must have a container named xgboost: it gets the job's port and its exit code decides restarts"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in oldSelf) && oldSelf.all(k, k in self)",message="replica types cannot be added or removed: create a new job"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
 	XGBReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"xgbReplicaSpecs"`
 }
 
@@ -32,6 +40,7 @@ type XGBoostJobSpec struct {
 // +kubebuilder:printcolumn:name="Workers-Failed",type=integer,JSONPath=`.status.replicaStatuses.Worker.failed`
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Completed",type=date,JSONPath=`.status.completionTime`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label: at most 63 lowercase letters, digits and -, starting with a letter, e.g. mnist-train"
 type XGBoostJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
