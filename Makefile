@@ -17,11 +17,12 @@ build: ## Build bin/kiln.
 tools: ## Build (once) the pinned control-plane and generator binaries and print their folder.
 	@bash hack/tools.sh
 
-generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
+generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations from the Go types and markers.
 	@cg=$$(bash hack/tools.sh --envtest)/controller-gen; \
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
 	$$cg crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases; \
 	$(GO) run ./hack/crd-descriptions config/crd/bases/*.yaml; \
+	$(GO) run ./hack/webhook-manifests config/webhook/manifests.yaml; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.

@@ -63,10 +63,21 @@ func runDev(args []string) error {
 		return err
 	}
 
-	mgr, err := manager.New(cluster.Config, manager.Options{
+	webhookAddr, err := devcluster.FreeAddr()
+	if err != nil {
+		return err
+	}
+	opts, err := devcluster.LocalWebhooks(manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4,
 		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 32},
-	})
+	}, webhookAddr, time.Minute)
+	if err != nil {
+		return err
+	}
+	if err := devcluster.InstallWebhooks(ctx, cluster.Client, opts); err != nil {
+		return err
+	}
+	mgr, err := manager.New(cluster.Config, opts)
 	if err != nil {
 		return err
 	}
@@ -74,6 +85,9 @@ func runDev(args []string) error {
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	defer func() { stopMgr(); <-mgrDone }()
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	if err := devcluster.WaitForWebhooks(ctx, cluster.Client, time.Minute); err != nil {
+		return err
+	}
 
 	objs, err := devcluster.ReadObjects(samples)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -74,6 +75,13 @@ func runManager(args []string) error {
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", inferenceservice.DefaultFetchImage, "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
+	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false, "serve /metrics over HTTPS to callers whose token may get the /metrics URL (TokenReview and SubjectAccessReview)")
+	fs.IntVar(&o.Webhook.Port, "webhook-port", 9443, "port of the admission webhook server; 0 serves no webhooks")
+	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key kept by someone else (cert-manager); empty: kiln keeps its own certificate in --webhook-secret")
+	fs.StringVar(&o.Webhook.Namespace, "webhook-namespace", envOr("POD_NAMESPACE", "kiln-system"), "namespace of the webhook Service and certificate Secret")
+	fs.StringVar(&o.Webhook.SecretName, "webhook-secret", "kiln-webhook-cert", "Secret that holds kiln's webhook CA and serving certificate")
+	webhookService := fs.String("webhook-service", "kiln-webhook", "Service the apiserver reaches the webhooks through; its DNS names go into the certificate")
+	webhookHosts := fs.String("webhook-hosts", "", "comma-separated extra host names or IP addresses for the webhook certificate")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC host:port to send traces to; default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
 	var logs logging.Options
 	logs.BindFlags(fs)
@@ -88,6 +96,7 @@ func runManager(args []string) error {
 	default:
 		return fmt.Errorf("--default-clean-pod-policy: %q is not one of All, Running, None", cleanPodPolicy)
 	}
+	o.Webhook.DNSNames, o.Webhook.IPAddresses = webhookNames(*webhookService, o.Webhook.Namespace, splitList(*webhookHosts))
 	o.Kinds = splitList(kinds)
 	o.Namespaces = splitList(namespaces)
 
@@ -128,4 +137,26 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// webhookNames are the certificate's names: the Service's in-cluster DNS names and extra hosts,
+// those that parse as IP addresses separately.
+func webhookNames(service, namespace string, hosts []string) ([]string, []net.IP) {
+	dns := []string{service + "." + namespace + ".svc", service + "." + namespace + ".svc.cluster.local", service, service + "." + namespace}
+	var ips []net.IP
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, h)
+		}
+	}
+	return dns, ips
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

@@ -1,3 +1,7 @@
+// Authenticated metrics: the filter asks the apiserver who a caller is and whether it may read.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Package manager assembles kiln's controller manager: the scheme, a cache that holds only what
 // kiln owns, and one replica-job reconciler per enabled framework.
 package manager
@@ -27,11 +31,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -39,6 +45,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
 	"github.com/kiln-ml/kiln/internal/replicajob"
+	"github.com/kiln-ml/kiln/internal/servingcert"
 )
 
 // Options are the manager's settings; cmd/kiln fills them from flags, tests directly.
@@ -61,6 +68,10 @@ type Options struct {
 	Logger logr.Logger
 	// Serving configures the InferenceService controller.
 	Serving inferenceservice.Options
+	// Webhook configures the admission webhooks; Webhook.Port 0 serves none.
+	Webhook WebhookOptions
+	// SecureMetrics serves /metrics over HTTPS, to authenticated and authorized clients only.
+	SecureMetrics bool
 	// SkipNameValidation lets a process build more than one manager (tests that restart it).
 	SkipNameValidation bool
 }
@@ -106,10 +117,20 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        Scheme(),
+	scheme := Scheme()
+	log := o.Logger
+	if log.GetSink() == nil {
+		log = ctrl.Log
+	}
+	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.SecureMetrics {
+		// Callers need a bearer token allowed to get the /metrics non-resource URL.
+		metrics.SecureServing, metrics.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+	}
+	opts := ctrl.Options{
+		Scheme:                        scheme,
 		Cache:                         cacheOptions(o.Namespaces, frameworks, own[pyJobKind]),
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
@@ -117,7 +138,18 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 		Logger:                        o.Logger,
-	})
+	}
+	var rotator *servingcert.Rotator
+	if o.Webhook.Port != 0 {
+		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, err
+		}
+		if opts.WebhookServer, rotator, err = webhookServer(o.Webhook, direct, log); err != nil {
+			return nil, err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
@@ -138,6 +170,17 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}
 	}
+	if o.Webhook.Port != 0 {
+		admission.NewSet(scheme, admissionKinds(o, frameworks, own)).Register(mgr.GetWebhookServer())
+		if rotator != nil {
+			if err := mgr.Add(rotator); err != nil {
+				return nil, err
+			}
+		}
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -150,6 +193,26 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// Admission is the admission webhook set of the kinds o enables.
+func Admission(o Options) (*admission.Set, error) {
+	frameworks, own, err := enabled(o)
+	if err != nil {
+		return nil, err
+	}
+	return admission.NewSet(Scheme(), admissionKinds(o, frameworks, own)), nil
+}
+
+func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool) admission.Kinds {
+	policy := o.Engine.DefaultCleanPodPolicy
+	if policy == "" {
+		policy = kubeflowv1.CleanPodPolicyRunning
+	}
+	return admission.Kinds{
+		Frameworks: frameworks, CleanPodPolicy: policy,
+		PyJobs: own[pyJobKind], InferenceServices: own[inferenceServiceKind],
+	}
 }
 
 // enabled returns the frameworks of the enabled kinds, and which kinds with their own controller

@@ -71,7 +71,20 @@ func run(m *testing.M) int {
 	}
 	env = &testenv.Env{Config: cluster.Config, Client: c}
 	ctrl.SetLogger(testenv.Logger())
-	opts := testenv.ManagerOptions()
+	// Jobs go through kiln's admission webhooks, called by the cluster's apiserver over TLS.
+	webhookAddr, err := devcluster.FreeAddr()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	opts, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), webhookAddr, time.Minute)
+	if err == nil {
+		err = env.InstallWebhooks(opts)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	mgr, err := manager.New(cluster.Config, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,6 +94,10 @@ func run(m *testing.M) int {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
 	defer func() { stopMgr(); <-done }()
+	if err := devcluster.WaitForWebhooks(ctx, c, time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 

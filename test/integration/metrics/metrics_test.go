@@ -4,7 +4,6 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -24,15 +23,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // scrape reads /metrics and returns the value of every sample, keyed like
 // `name{label="value",…}` with the labels sorted (histograms by their _count).
@@ -77,7 +67,7 @@ func waitFor(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) {
 
 func TestMetricsMoveExactlyOnceAndSurviveARestart(t *testing.T) {
 	ns := env.Namespace(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	opts := testenv.ManagerOptions()
 	opts.MetricsAddr = addr
 	stop, err := env.StartManager(opts)

@@ -2,7 +2,6 @@ package restart
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,17 +33,12 @@ type replica struct {
 
 func startReplica(t *testing.T, bin, kubeconfig string, i int) *replica {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	logs, err := os.Create(filepath.Join(t.TempDir(), fmt.Sprintf("kiln-%d.log", i)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", "default",
+	cmd := exec.Command(bin, "manager", "--webhook-port=0", "--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", "default",
 		"--leader-election-id", "kiln-failover-test", "--metrics-bind-address", addr, "--health-probe-bind-address", "0")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,0 +1,134 @@
+package admission
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/replicajob"
+)
+
+// Kinds says which kinds a set admits.
+type Kinds struct {
+	Frameworks []framework.Framework
+	// CleanPodPolicy is the operator's default for runPolicy.cleanPodPolicy.
+	CleanPodPolicy    kubeflowv1.CleanPodPolicy
+	PyJobs            bool
+	InferenceServices bool
+}
+
+// NewSet returns the admission of the given kinds. PyJob and InferenceService defaults live in
+// their CRD schemas, so the apiserver applies them with or without webhooks: they get no
+// mutating webhook.
+func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
+	var hooks []hook
+	for _, fw := range k.Frameworks {
+		hooks = append(hooks, trainingJobHook(fw, k.CleanPodPolicy))
+	}
+	if k.PyJobs {
+		hooks = append(hooks, hook{
+			gvk: trainingv1alpha1.GroupVersion.WithKind("PyJob"), resource: "pyjobs",
+			new: func() client.Object { return &trainingv1alpha1.PyJob{} },
+			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
+				return validatePyJob(obj.(*trainingv1alpha1.PyJob)), nil
+			},
+		})
+	}
+	if k.InferenceServices {
+		hooks = append(hooks, hook{
+			gvk: servingv1alpha1.GroupVersion.WithKind("InferenceService"), resource: "inferenceservices",
+			new: func() client.Object { return &servingv1alpha1.InferenceService{} },
+			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
+				return validateInferenceService(obj.(*servingv1alpha1.InferenceService)), nil
+			},
+		})
+	}
+	return newSet(scheme, hooks)
+}
+
+// trainingJobHook persists the engine's defaults (DECISIONS #1) and checks the Kubeflow rules.
+func trainingJobHook(fw framework.Framework, cleanPodPolicy kubeflowv1.CleanPodPolicy) hook {
+	return hook{
+		gvk: kubeflowv1.GroupVersion.WithKind(fw.Kind), resource: strings.ToLower(fw.Kind) + "s",
+		new:      func() client.Object { return fw.NewJob() },
+		defaults: func(obj client.Object) { replicajob.Default(fw, obj.(framework.Job), cleanPodPolicy) },
+		validate: func(obj, old client.Object) (field.ErrorList, []string) {
+			// Validate what the engine will run: the defaulted job, as the reconciler does.
+			job := obj.DeepCopyObject().(framework.Job)
+			replicajob.Default(fw, job, cleanPodPolicy)
+			var was framework.Job
+			if old != nil {
+				was = old.(framework.Job)
+			}
+			return replicajob.Validate(fw, job, was)
+		},
+	}
+}
+
+// PyJob names become a batch Job, its pods' job-name label and a headless Service.
+func validatePyJob(job *trainingv1alpha1.PyJob) field.ErrorList {
+	errs := dns1035Name(job.Name, 0, "")
+	spec := field.NewPath("spec")
+	if strings.ContainsAny(job.Spec.Image, " \t\n") {
+		errs = append(errs, field.Invalid(spec.Child("image"), job.Spec.Image, "must not contain spaces: an image reference such as ghcr.io/org/train:1.0"))
+	}
+	errs = append(errs, validateEnv(job.Spec.Env, spec.Child("env"))...)
+	errs = append(errs, metav1validation.ValidateLabels(job.Spec.NodeSelector, spec.Child("nodeSelector"))...)
+	return errs
+}
+
+// InferenceService names become Deployments and Services named <name>-predictor[-canary].
+func validateInferenceService(isvc *servingv1alpha1.InferenceService) field.ErrorList {
+	errs := dns1035Name(isvc.Name, len("-predictor-canary"), "its canary Service is named <name>-predictor-canary")
+	r, path := isvc.Spec.Resources, field.NewPath("spec", "resources")
+	if r.CPURequest != nil && r.CPULimit != nil && r.CPURequest.Cmp(*r.CPULimit) > 0 {
+		errs = append(errs, field.Invalid(path.Child("cpuRequest"), r.CPURequest.String(), fmt.Sprintf("must not exceed spec.resources.cpuLimit (%s)", r.CPULimit)))
+	}
+	if r.MemoryRequest != nil && r.MemoryLimit != nil && r.MemoryRequest.Cmp(*r.MemoryLimit) > 0 {
+		errs = append(errs, field.Invalid(path.Child("memoryRequest"), r.MemoryRequest.String(), fmt.Sprintf("must not exceed spec.resources.memoryLimit (%s)", r.MemoryLimit)))
+	}
+	if t := isvc.Spec.Traffic; t != nil && t.CanaryVersion == isvc.Spec.ModelURI {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "traffic", "canaryVersion"), t.CanaryVersion, "must differ from spec.modelUri: it names the new model to try"))
+	}
+	return errs
+}
+
+// dns1035Name checks that name is a DNS-1035 label that stays one with a suffix of the given
+// length appended.
+func dns1035Name(name string, suffix int, why string) field.ErrorList {
+	path := field.NewPath("metadata", "name")
+	var errs field.ErrorList
+	for _, msg := range validation.NameIsDNS1035Label(name, false) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	if limit := utilvalidation.DNS1035LabelMaxLength - suffix; suffix > 0 && len(name) > limit {
+		errs = append(errs, field.Invalid(path, name, fmt.Sprintf("must be at most %d characters: %s", limit, why)))
+	}
+	return errs
+}
+
+func validateEnv(env []corev1.EnvVar, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, e := range env {
+		for _, msg := range utilvalidation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(path.Index(i).Child("name"), e.Name, msg))
+		}
+		if seen[e.Name] {
+			errs = append(errs, field.Duplicate(path.Index(i).Child("name"), e.Name))
+		}
+		seen[e.Name] = true
+	}
+	return errs
+}

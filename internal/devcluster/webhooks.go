@@ -1,0 +1,118 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/manager"
+)
+
+// WebhookNamespace holds the self-managed webhook certificate, as kiln-system does in a real install.
+const WebhookNamespace = "kiln-system"
+
+// LocalWebhooks serves o's admission webhooks at addr (host:port) on this machine, with a
+// self-managed certificate for that IP address, checked every checkInterval.
+func LocalWebhooks(o manager.Options, addr string, checkInterval time.Duration) (manager.Options, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return o, err
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return o, fmt.Errorf("webhook address %s: want an IP address, e.g. 127.0.0.1:9443", addr)
+	}
+	o.Webhook.Host = host
+	if o.Webhook.Port, err = strconv.Atoi(port); err != nil {
+		return o, err
+	}
+	o.Webhook.Namespace, o.Webhook.SecretName = WebhookNamespace, "kiln-webhook-cert"
+	o.Webhook.IPAddresses = []net.IP{ip}
+	o.Webhook.CheckInterval = checkInterval
+	return o, nil
+}
+
+// InstallWebhooks creates kiln's webhook configurations for the kinds o enables, pointing the
+// apiserver at https://<o's webhook host:port> by URL (no Service routing to a local process)
+// with no caBundle: kiln injects it. It also creates the certificate's namespace.
+func InstallWebhooks(ctx context.Context, c client.Client, o manager.Options) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Webhook.Namespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	set, err := manager.Admission(o)
+	if err != nil {
+		return err
+	}
+	base := "https://" + net.JoinHostPort(o.Webhook.Host, strconv.Itoa(o.Webhook.Port))
+	mutating, validating := set.Configurations(func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path)}
+	})
+	if err := c.Create(ctx, mutating); err != nil {
+		return fmt.Errorf("installing the mutating webhooks: %w", err)
+	}
+	if err := c.Create(ctx, validating); err != nil {
+		return fmt.Errorf("installing the validating webhooks: %w", err)
+	}
+	return nil
+}
+
+// UninstallWebhooks deletes kiln's webhook configurations.
+func UninstallWebhooks(ctx context.Context, c client.Client) error {
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: admission.MutatingName}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: admission.ValidatingName}},
+	} {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// FreeAddr is a 127.0.0.1 address with a port nobody listens on (for a moment).
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free local port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// WaitForWebhooks waits until the apiserver admits through kiln's webhooks: a server-side dry
+// run of a small TFJob (which runs admission, stores nothing) succeeds. Until kiln has injected
+// its CA bundle and serves its certificate, such requests fail (failurePolicy Fail).
+func WaitForWebhooks(ctx context.Context, c client.Client, timeout time.Duration) error {
+	probe := func() client.Object {
+		return &kubeflowv1.TFJob{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-probe-", Namespace: metav1.NamespaceDefault},
+			Spec: kubeflowv1.TFJobSpec{TFReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{
+				kubeflowv1.TFJobReplicaTypeWorker: {Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "tensorflow", Image: "probe"}},
+				}}},
+			}},
+		}
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, probe(), client.DryRunAll)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kiln's admission webhooks did not answer within %s: %v", timeout, last)
+	}
+	return nil
+}

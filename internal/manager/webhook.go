@@ -1,0 +1,59 @@
+package manager
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/servingcert"
+)
+
+// Webhook certificate handling, for the secret access below.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kiln-defaulting,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;update
+
+// WebhookOptions configure the admission webhook server every replica runs.
+type WebhookOptions struct {
+	// Port of the webhook server; 0 serves no webhooks.
+	Port int
+	// Host is the address to bind; empty: all.
+	Host string
+	// CertDir, when set, holds tls.crt and tls.key written by someone else (cert-manager's Secret,
+	// mounted); kiln reloads them when they change. Empty: kiln manages the certificate itself.
+	CertDir string
+	// Namespace and SecretName locate the self-managed certificate's Secret.
+	Namespace, SecretName string
+	// DNSNames and IPAddresses are the names the apiserver reaches the server by.
+	DNSNames    []string
+	IPAddresses []net.IP
+	// CertValidity and CheckInterval tune the self-managed certificate (defaults: a year, 10 minutes).
+	CertValidity, CheckInterval time.Duration
+}
+
+// webhookServer returns the server and, when kiln manages the certificate, the rotator that
+// feeds it; c reads and writes the Secret and the webhook configurations.
+func webhookServer(o WebhookOptions, c client.Client, log logr.Logger) (webhook.Server, *servingcert.Rotator, error) {
+	opts := webhook.Options{Port: o.Port, Host: o.Host, CertDir: o.CertDir}
+	if o.CertDir != "" {
+		return webhook.NewServer(opts), nil, nil
+	}
+	if o.Namespace == "" || o.SecretName == "" {
+		return nil, nil, fmt.Errorf("the self-managed webhook certificate needs a namespace and a Secret name (--webhook-namespace, --webhook-secret), or use --webhook-cert-dir")
+	}
+	rot := servingcert.New(c, c, servingcert.Options{
+		Namespace: o.Namespace, SecretName: o.SecretName,
+		DNSNames: o.DNSNames, IPAddresses: o.IPAddresses,
+		MutatingWebhooks:   []string{admission.MutatingName},
+		ValidatingWebhooks: []string{admission.ValidatingName},
+		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval,
+		Log: log.WithName("servingcert"),
+	})
+	opts.TLSOpts = []func(*tls.Config){func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate }}
+	return webhook.NewServer(opts), rot, nil
+}

@@ -1,0 +1,95 @@
+package servingcert
+
+import (
+	"bytes"
+	"crypto/x509"
+	"net"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+var (
+	t0   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	year = 365 * 24 * time.Hour
+	opts = Options{DNSNames: []string{"kiln-webhook.kiln-system.svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, CertValidity: year}
+)
+
+// verifies checks that the serving certificate chains to the bundle and names dns at now.
+func verifies(t *testing.T, data map[string][]byte, dns string, now time.Time) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data[caCertKey]) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	leaf := parseCerts(data[corev1.TLSCertKey])
+	if len(leaf) != 1 {
+		t.Fatalf("tls.crt holds %d certificates, want 1", len(leaf))
+	}
+	if _, err := leaf[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: dns, CurrentTime: now}); err != nil {
+		t.Fatalf("serving certificate does not verify for %s at %s: %v", dns, now, err)
+	}
+	if _, err := tlsKeyPair(data); err != nil {
+		t.Fatalf("tls.crt and tls.key do not match: %v", err)
+	}
+}
+
+func mustRenew(t *testing.T, data map[string][]byte, now time.Time, o Options) (map[string][]byte, bool) {
+	t.Helper()
+	out, changed, err := renew(data, now, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, changed
+}
+
+func TestRenew(t *testing.T) {
+	first, changed := mustRenew(t, nil, t0, opts)
+	if !changed {
+		t.Fatal("an empty Secret was not filled")
+	}
+	verifies(t, first, "kiln-webhook.kiln-system.svc", t0)
+
+	if _, changed := mustRenew(t, first, t0.Add(year/2), opts); changed {
+		t.Error("renewed a serving certificate with half its lifetime left")
+	}
+
+	late, changed := mustRenew(t, first, t0.Add(year*3/4), opts)
+	if !changed || bytes.Equal(late[corev1.TLSCertKey], first[corev1.TLSCertKey]) {
+		t.Fatal("did not renew a serving certificate with a quarter of its lifetime left")
+	}
+	if !bytes.Equal(late[caKeyKey], first[caKeyKey]) {
+		t.Error("renewing the serving certificate replaced the CA")
+	}
+	verifies(t, late, "kiln-webhook.kiln-system.svc", t0.Add(year*3/4))
+
+	moved := opts
+	moved.DNSNames = []string{"kiln-webhook.other.svc"}
+	renamed, changed := mustRenew(t, first, t0, moved)
+	if !changed {
+		t.Fatal("a serving certificate for other names was kept")
+	}
+	verifies(t, renamed, "kiln-webhook.other.svc", t0)
+
+	// The CA is due after two thirds of its ten years: a new one signs, the old one stays in
+	// the bundle while it is valid, so certificates it signed still verify.
+	caDue := t0.Add(7 * year)
+	rotated, changed := mustRenew(t, first, caDue, opts)
+	if !changed || bytes.Equal(rotated[caKeyKey], first[caKeyKey]) {
+		t.Fatal("did not replace a CA with less than a third of its lifetime left")
+	}
+	if n := len(parseCerts(rotated[caCertKey])); n != 2 {
+		t.Errorf("bundle after CA renewal holds %d CAs, want the new and the old one", n)
+	}
+	verifies(t, rotated, "kiln-webhook.kiln-system.svc", caDue)
+	oldServing := map[string][]byte{caCertKey: rotated[caCertKey], corev1.TLSCertKey: late[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: late[corev1.TLSPrivateKeyKey]}
+	verifies(t, oldServing, "kiln-webhook.kiln-system.svc", t0.Add(year*3/4))
+
+	garbage := map[string][]byte{caCertKey: []byte("x"), caKeyKey: []byte("y"), corev1.TLSCertKey: []byte("z")}
+	fixed, changed := mustRenew(t, garbage, t0, opts)
+	if !changed {
+		t.Fatal("kept unparsable Secret data")
+	}
+	verifies(t, fixed, "kiln-webhook.kiln-system.svc", t0)
+}

@@ -1,0 +1,200 @@
+// Package servingcert keeps the webhook server's TLS certificate without outside help: a CA and a
+// serving certificate in one Secret (created by whichever replica comes first, renewed before
+// expiry), the CA bundle injected into kiln's webhook configurations, and the current certificate
+// handed to the TLS server from memory, so no file has to be written or mounted.
+package servingcert
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options say where the certificate lives, whom it names and whom it is injected into.
+type Options struct {
+	// Namespace and SecretName locate the Secret (type kubernetes.io/tls plus ca.crt and ca.key).
+	Namespace, SecretName string
+	// DNSNames and IPAddresses are the names the apiserver uses to reach the webhook server.
+	DNSNames    []string
+	IPAddresses []net.IP
+	// MutatingWebhooks and ValidatingWebhooks name the configurations whose caBundle is kept.
+	MutatingWebhooks, ValidatingWebhooks []string
+	// CertValidity is the serving certificate's lifetime (default a year); the CA lives ten times
+	// as long. Either is renewed once less than a third of its lifetime is left.
+	CertValidity time.Duration
+	// CheckInterval is how often the Secret and the webhook configurations are checked (default 10m).
+	CheckInterval time.Duration
+	Clock         clock.PassiveClock
+	Log           logr.Logger
+}
+
+// Rotator keeps the Secret, the caBundles and the served certificate current.
+type Rotator struct {
+	reader  client.Reader
+	writer  client.Writer
+	opts    Options
+	current atomic.Pointer[tls.Certificate]
+}
+
+// New returns a rotator that reads with reader (uncached: kiln does not watch Secrets) and writes
+// with writer.
+func New(reader client.Reader, writer client.Writer, opts Options) *Rotator {
+	if opts.CertValidity <= 0 {
+		opts.CertValidity = 365 * 24 * time.Hour
+	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = 10 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Rotator{reader: reader, writer: writer, opts: opts}
+}
+
+// GetCertificate is the TLS server's certificate callback.
+func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c := r.current.Load()
+	if c == nil {
+		return nil, fmt.Errorf("no webhook serving certificate loaded yet from Secret %s/%s", r.opts.Namespace, r.opts.SecretName)
+	}
+	return c, nil
+}
+
+// NeedLeaderElection is false: every replica serves webhooks, so every replica keeps its certificate.
+func (r *Rotator) NeedLeaderElection() bool { return false }
+
+// retryInterval is how soon a failed first check is retried: until it succeeds the webhook
+// server has no certificate and /readyz fails.
+const retryInterval = 5 * time.Second
+
+// Start checks at once, then every CheckInterval until ctx ends. Errors are logged and retried.
+func (r *Rotator) Start(ctx context.Context) error {
+	for {
+		wait := r.opts.CheckInterval
+		if err := r.Ensure(ctx); err != nil {
+			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying")
+			if r.current.Load() == nil {
+				wait = retryInterval
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Ensure makes the Secret hold a valid CA and serving certificate, loads the certificate and
+// injects the CA bundle. Replicas race safely: a lost create or update re-reads the winner's.
+func (r *Rotator) Ensure(ctx context.Context) error {
+	var data map[string][]byte
+	var err error
+	for range 3 {
+		if data, err = r.ensureSecret(ctx); err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	cert, err := tlsKeyPair(data)
+	if err != nil {
+		return fmt.Errorf("Secret %s/%s holds an unusable serving certificate: %w", r.opts.Namespace, r.opts.SecretName, err)
+	}
+	r.current.Store(&cert)
+	return r.inject(ctx, data[caCertKey])
+}
+
+func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
+	key := types.NamespacedName{Namespace: r.opts.Namespace, Name: r.opts.SecretName}
+	var secret corev1.Secret
+	err := r.reader.Get(ctx, key, &secret)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w (kiln's Role in its namespace must allow get on it)", key, err)
+	}
+	exists := err == nil
+	data, changed, err := renew(secret.Data, r.opts.Clock.Now(), r.opts)
+	if err != nil || !changed {
+		return data, err
+	}
+	secret.Data = data
+	if exists {
+		r.opts.Log.Info("Renewing the webhook serving certificate", "secret", key)
+		return data, r.writer.Update(ctx, &secret)
+	}
+	secret = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{"app.kubernetes.io/name": "kiln"}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       data,
+	}
+	r.opts.Log.Info("Creating the webhook serving certificate", "secret", key)
+	return data, r.writer.Create(ctx, &secret)
+}
+
+// inject writes bundle into every webhook of the named configurations; missing ones are skipped
+// (webhooks not installed), so kiln still runs without them.
+func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
+	for _, name := range r.opts.MutatingWebhooks {
+		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := r.injectInto(ctx, name, c, func() (changed bool) {
+			for i := range c.Webhooks {
+				changed = setBundle(&c.Webhooks[i].ClientConfig, bundle) || changed
+			}
+			return changed
+		}); err != nil {
+			return err
+		}
+	}
+	for _, name := range r.opts.ValidatingWebhooks {
+		c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := r.injectInto(ctx, name, c, func() (changed bool) {
+			for i := range c.Webhooks {
+				changed = setBundle(&c.Webhooks[i].ClientConfig, bundle) || changed
+			}
+			return changed
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// injectInto reads configuration name into c, lets set change it and writes it when it changed.
+func (r *Rotator) injectInto(ctx context.Context, name string, c client.Object, set func() bool) error {
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: name}, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading webhook configuration %s: %w", name, err)
+	}
+	if !set() {
+		return nil
+	}
+	r.opts.Log.Info("Injecting the webhook CA bundle", "configuration", name)
+	if err := r.writer.Update(ctx, c); err != nil {
+		return fmt.Errorf("injecting the CA bundle into webhook configuration %s: %w", name, err)
+	}
+	return nil
+}
+
+func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) bool {
+	if bytes.Equal(cc.CABundle, bundle) {
+		return false
+	}
+	cc.CABundle = bundle
+	return true
+}

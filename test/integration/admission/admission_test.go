@@ -1,0 +1,421 @@
+// Package admission runs kiln's admission webhooks for real: the kube-apiserver calls the
+// manager's webhook server over TLS with the CA bundle kiln injected itself.
+package admission
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+var (
+	env *testenv.Env
+	// opts are the options the suite's manager runs with; probeAddr serves its /readyz.
+	opts      manager.Options
+	probeAddr string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (func(), error) {
+		webhookAddr, err := devcluster.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if probeAddr, err = devcluster.FreeAddr(); err != nil {
+			return nil, err
+		}
+		o, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), webhookAddr, 500*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		o.ProbeAddr = probeAddr
+		opts = o
+		if err := e.InstallWebhooks(o); err != nil {
+			return nil, err
+		}
+		return e.StartManager(o)
+	}))
+}
+
+// ready waits until the webhooks answer.
+func ready(t *testing.T) {
+	t.Helper()
+	if err := devcluster.WaitForWebhooks(context.Background(), env.Client, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// badInput is one rejected request: a create of obj, or, with update set, a create of obj that
+// must succeed followed by an update that must be refused.
+type badInput struct {
+	name   string
+	obj    func(ns string) client.Object
+	update func(client.Object)
+	// field is what the error message must name.
+	field string
+	// webhookOnly marks rules the CRD schema cannot express.
+	webhookOnly bool
+}
+
+func tf(ns string) *builder.Job { return builder.TFJob("tf", ns).Replicas("Worker", 2) }
+func pt(ns string) *builder.Job {
+	return builder.PyTorchJob("pt", ns).Replicas("Master", 1).Replicas("Worker", 2)
+}
+func xgb(ns string) *builder.Job {
+	return builder.XGBoostJob("xgb", ns).Replicas("Master", 1).Replicas("Worker", 2)
+}
+
+func job(b func(string) *builder.Job, edit func(framework.Job)) func(string) client.Object {
+	return func(ns string) client.Object { return b(ns).Edit(edit).Obj() }
+}
+
+func pyJob(edit func(*trainingv1alpha1.PyJob)) func(string) client.Object {
+	return func(ns string) client.Object {
+		p := &trainingv1alpha1.PyJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
+			Spec:       trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}},
+		}
+		edit(p)
+		return p
+	}
+}
+
+func isvc(edit func(*servingv1alpha1.InferenceService)) func(string) client.Object {
+	return func(ns string) client.Object {
+		i := &servingv1alpha1.InferenceService{
+			ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns},
+			Spec:       servingv1alpha1.InferenceServiceSpec{ModelURI: "s3://models/iris/v1", Framework: servingv1alpha1.FrameworkSKLearn},
+		}
+		edit(i)
+		return i
+	}
+}
+
+func spec(j framework.Job, rtype kubeflowv1.ReplicaType) *kubeflowv1.ReplicaSpec {
+	return j.GetReplicaSpecs()[rtype]
+}
+
+func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+
+func elastic(j framework.Job) *kubeflowv1.ElasticPolicy {
+	p := j.(*kubeflowv1.PyTorchJob)
+	if p.Spec.ElasticPolicy == nil {
+		p.Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{}
+	}
+	return p.Spec.ElasticPolicy
+}
+
+var table = []badInput{
+	// TFJob
+	{name: "TFJob name not a DNS-1035 label", obj: job(tf, func(j framework.Job) { j.SetName("0-test") }), field: "metadata.name"},
+	{name: "TFJob replica without containers", obj: job(tf, func(j framework.Job) { spec(j, "Worker").Template.Spec.Containers = nil }), field: "spec.tfReplicaSpecs"},
+	{name: "TFJob container without image", obj: job(tf, func(j framework.Job) { spec(j, "Worker").Template.Spec.Containers[0].Image = "" }), field: "image"},
+	{name: "TFJob without a tensorflow container", obj: job(tf, func(j framework.Job) { spec(j, "Worker").Template.Spec.Containers[0].Name = "main" }), field: "tensorflow"},
+	{name: "TFJob unknown replica type", obj: func(ns string) client.Object { return tf(ns).Replicas("Launcher", 1).Obj() }, field: "spec.tfReplicaSpecs"},
+	{name: "TFJob Chief and Master", obj: func(ns string) client.Object { return tf(ns).Replicas("Chief", 1).Replicas("Master", 1).Obj() }, field: "spec.tfReplicaSpecs"},
+	{name: "TFJob no replica types", obj: job(tf, func(j framework.Job) { j.SetReplicaSpecs(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}) }), field: "spec.tfReplicaSpecs"},
+	{name: "TFJob negative replicas", obj: job(tf, func(j framework.Job) { spec(j, "Worker").Replicas = ptr.To[int32](-1) }), field: "replicas"},
+	{name: "TFJob unknown restart policy", obj: job(tf, func(j framework.Job) { spec(j, "Worker").RestartPolicy = "Sometimes" }), field: "restartPolicy"},
+	{name: "TFJob negative backoffLimit", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().BackoffLimit = ptr.To[int32](-1) }), field: "spec.runPolicy.backoffLimit"},
+	{name: "TFJob unknown successPolicy", obj: job(tf, func(j framework.Job) {
+		j.(*kubeflowv1.TFJob).Spec.SuccessPolicy = ptr.To(kubeflowv1.SuccessPolicy("Some"))
+	}), field: "spec.successPolicy"},
+	{name: "TFJob unknown managedBy", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().ManagedBy = ptr.To("example.com/other") }), field: "spec.runPolicy.managedBy"},
+	{name: "TFJob managedBy changed", obj: job(tf, func(framework.Job) {}), update: func(o client.Object) {
+		o.(framework.Job).GetRunPolicy().ManagedBy = ptr.To(kubeflowv1.MultiKueueController)
+	}, field: "spec.runPolicy.managedBy"},
+	{name: "TFJob replica type added", obj: job(tf, func(framework.Job) {}), update: func(o client.Object) {
+		specs := o.(framework.Job).GetReplicaSpecs()
+		specs["PS"] = specs["Worker"].DeepCopy()
+	}, field: "spec.tfReplicaSpecs"},
+	{name: "TFJob queue changed", obj: job(tf, func(j framework.Job) {
+		j.GetRunPolicy().SchedulingPolicy = &kubeflowv1.SchedulingPolicy{Queue: "a"}
+	}), update: func(o client.Object) { o.(framework.Job).GetRunPolicy().SchedulingPolicy.Queue = "b" }, field: "queue"},
+	{name: "TFJob name too long for its Services", obj: job(tf, func(j framework.Job) { j.SetName(strings.Repeat("a", 60)) }), field: "metadata.name", webhookOnly: true},
+	// PyTorchJob
+	{name: "PyTorchJob two masters", obj: job(pt, func(j framework.Job) { spec(j, "Master").Replicas = ptr.To[int32](2) }), field: "spec.pytorchReplicaSpecs[Master].replicas"},
+	{name: "PyTorchJob no workers", obj: job(pt, func(j framework.Job) { spec(j, "Worker").Replicas = ptr.To[int32](0) }), field: "spec.pytorchReplicaSpecs[Worker].replicas"},
+	{name: "PyTorchJob elastic without Worker", obj: func(ns string) client.Object {
+		j := builder.PyTorchJob("pt", ns).Replicas("Master", 1).Obj()
+		elastic(j).MaxReplicas = ptr.To[int32](3)
+		return j
+	}, field: "spec.pytorchReplicaSpecs[Worker]"},
+	{name: "PyTorchJob bad nprocPerNode", obj: job(pt, func(j framework.Job) { j.(*kubeflowv1.PyTorchJob).Spec.NprocPerNode = ptr.To("lots") }), field: "spec.nprocPerNode"},
+	{name: "PyTorchJob nProcPerNode twice", obj: job(pt, func(j framework.Job) {
+		elastic(j).NProcPerNode = ptr.To[int32](2)
+		j.(*kubeflowv1.PyTorchJob).Spec.NprocPerNode = ptr.To("2")
+	}), field: "nProcPerNode"},
+	{name: "PyTorchJob elastic min above max", obj: job(pt, func(j framework.Job) {
+		elastic(j).MinReplicas, elastic(j).MaxReplicas = ptr.To[int32](4), ptr.To[int32](2)
+	}), field: "minReplicas"},
+	{name: "PyTorchJob unknown replica type", obj: func(ns string) client.Object { return pt(ns).Replicas("Launcher", 1).Obj() }, field: "spec.pytorchReplicaSpecs"},
+	{name: "PyTorchJob without a pytorch container", obj: job(pt, func(j framework.Job) { spec(j, "Master").Template.Spec.Containers[0].Name = "main" }), field: "pytorch"},
+	{name: "PyTorchJob managedBy changed", obj: job(pt, func(framework.Job) {}), update: func(o client.Object) {
+		o.(framework.Job).GetRunPolicy().ManagedBy = ptr.To(kubeflowv1.MultiKueueController)
+	}, field: "spec.runPolicy.managedBy"},
+	// XGBoostJob
+	{name: "XGBoostJob without Master", obj: func(ns string) client.Object { return builder.XGBoostJob("xgb", ns).Replicas("Worker", 2).Obj() }, field: "spec.xgbReplicaSpecs[Master]"},
+	{name: "XGBoostJob three masters", obj: job(xgb, func(j framework.Job) { spec(j, "Master").Replicas = ptr.To[int32](3) }), field: "spec.xgbReplicaSpecs[Master].replicas"},
+	{name: "XGBoostJob container without image", obj: job(xgb, func(j framework.Job) { spec(j, "Master").Template.Spec.Containers[0].Image = "" }), field: "image"},
+	{name: "XGBoostJob replica type removed", obj: job(xgb, func(framework.Job) {}), update: func(o client.Object) {
+		delete(o.(framework.Job).GetReplicaSpecs(), "Worker")
+	}, field: "spec.xgbReplicaSpecs"},
+	// PyJob
+	{name: "PyJob name not a DNS-1035 label", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Name = "1train" }), field: "metadata.name"},
+	{name: "PyJob without image", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Image = "" }), field: "spec.image"},
+	{name: "PyJob relative dataset path", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.DatasetPath = "data" }), field: "spec.datasetPath"},
+	{name: "PyJob image changed", obj: pyJob(func(*trainingv1alpha1.PyJob) {}), update: func(o client.Object) {
+		o.(*trainingv1alpha1.PyJob).Spec.Image = "pytorch/pytorch:2.1"
+	}, field: "spec.image"},
+	{name: "PyJob duplicate env", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Spec.Env = []corev1.EnvVar{{Name: "EPOCHS", Value: "1"}, {Name: "EPOCHS", Value: "2"}}
+	}), field: "spec.env[1].name", webhookOnly: true},
+	{name: "PyJob invalid env name", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Env = []corev1.EnvVar{{Name: "1=BAD"}} }), field: "spec.env[0].name", webhookOnly: true},
+	{name: "PyJob image with spaces", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Image = "pytorch/pytorch 2.0" }), field: "spec.image", webhookOnly: true},
+	// InferenceService
+	{name: "InferenceService bad model URI", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.ModelURI = "ftp://models/iris" }), field: "spec.modelUri"},
+	{name: "InferenceService max below min", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.MinReplicas, i.Spec.MaxReplicas = ptr.To[int32](3), ptr.To[int32](2)
+	}), field: "spec.maxReplicas"},
+	{name: "InferenceService unknown framework", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.Framework = "tensorflow-serving" }), field: "spec.framework"},
+	{name: "InferenceService custom without image", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.Framework = servingv1alpha1.FrameworkCustom }), field: "spec.image"},
+	{name: "InferenceService name too long", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Name = strings.Repeat("m", 50) }), field: "metadata.name"},
+	{name: "InferenceService CPU request above limit", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Resources.CPURequest, i.Spec.Resources.CPULimit = q("2"), q("1")
+	}), field: "spec.resources.cpuRequest", webhookOnly: true},
+	{name: "InferenceService canary is the stable model", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: i.Spec.ModelURI, CanaryPercent: 10}
+	}), field: "spec.traffic.canaryVersion", webhookOnly: true},
+}
+
+// runTable asserts each case is rejected with a message naming its field; withWebhooks false
+// skips the webhook-only cases.
+func runTable(t *testing.T, withWebhooks bool) {
+	ctx := context.Background()
+	for _, c := range table {
+		if c.webhookOnly && !withWebhooks {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			obj := c.obj(ns)
+			err := env.Client.Create(ctx, obj)
+			if c.update != nil {
+				if err != nil {
+					t.Fatalf("creating the valid object to update: %v", err)
+				}
+				c.update(obj)
+				err = env.Client.Update(ctx, obj)
+			}
+			switch {
+			case err == nil:
+				t.Fatalf("accepted; want a rejection naming %s", c.field)
+			case !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err):
+				t.Fatalf("rejected with %v; want a validation error naming %s", err, c.field)
+			case !strings.Contains(err.Error(), c.field):
+				t.Fatalf("the message does not name %s: %v", c.field, err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestBadInputIsRejectedNamingTheField(t *testing.T) {
+	if len(table) < 30 {
+		t.Fatalf("the table has %d cases, want at least 30", len(table))
+	}
+	ready(t)
+	t.Run("with webhooks", func(t *testing.T) { runTable(t, true) })
+	t.Run("CEL only", func(t *testing.T) {
+		if err := env.UninstallWebhooks(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Put them back, for the suite's other tests: kiln injects the CA bundle again.
+			if err := env.InstallWebhooks(opts); err != nil {
+				t.Fatal(err)
+			}
+		})
+		runTable(t, false)
+	})
+}
+
+// warnings collects the apiserver's warning headers.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, msg)
+}
+
+func TestDefaultsArePersistedAndWarningsShown(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	j := &kubeflowv1.TFJob{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns}, Spec: kubeflowv1.TFJobSpec{
+		TFReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{"worker": {Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "tensorflow", Image: builder.Image}},
+		}}}},
+	}}
+	if err := env.Client.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	stored := &kubeflowv1.TFJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), stored); err != nil {
+		t.Fatal(err)
+	}
+	w := stored.Spec.TFReplicaSpecs["Worker"]
+	switch {
+	case w == nil:
+		t.Fatalf("replica type worker was not stored as Worker: %v", stored.Spec.TFReplicaSpecs)
+	case ptr.Deref(w.Replicas, -1) != 1, w.RestartPolicy != kubeflowv1.RestartPolicyNever:
+		t.Errorf("Worker replicas %v, restartPolicy %q; want 1, Never", w.Replicas, w.RestartPolicy)
+	case len(w.Template.Spec.Containers[0].Ports) != 1 || w.Template.Spec.Containers[0].Ports[0].Name != "tfjob-port":
+		t.Errorf("default port not added: %+v", w.Template.Spec.Containers[0].Ports)
+	case ptr.Deref(stored.Spec.RunPolicy.CleanPodPolicy, "") != kubeflowv1.CleanPodPolicyRunning:
+		t.Errorf("cleanPodPolicy %v, want Running", stored.Spec.RunPolicy.CleanPodPolicy)
+	}
+
+	var seen warnings
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = &seen
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pt(ns).Obj()
+	elastic(p).NProcPerNode = ptr.To[int32](2)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(seen.msgs, "\n"), "spec.elasticPolicy.nProcPerNode is deprecated") {
+		t.Errorf("no deprecation warning for spec.elasticPolicy.nProcPerNode; warnings: %q", seen.msgs)
+	}
+}
+
+// TestCertificateIsRecreatedAndReinjected deletes the certificate Secret: kiln creates a new CA
+// and serving certificate, injects the new bundle and serves the new certificate, and admission
+// keeps working.
+func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
+	old := &corev1.Secret{}
+	if err := env.Client.Get(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, 30*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
+			return fmt.Errorf("the CA was not replaced")
+		}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+			return err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
+			return err
+		}
+		for _, b := range [][]byte{m.Webhooks[0].ClientConfig.CABundle, v.Webhooks[0].ClientConfig.CABundle} {
+			if !bytes.Equal(b, s.Data["ca.crt"]) {
+				return fmt.Errorf("the webhook configurations do not carry the new CA bundle yet")
+			}
+		}
+		return nil
+	})
+	ready(t)
+}
+
+// TestReadyzIncludesTheWebhookServer reads the manager's /readyz checks.
+func TestReadyzIncludesTheWebhookServer(t *testing.T) {
+	ready(t)
+	resp, err := http.Get("http://" + probeAddr + "/readyz?verbose=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[+]webhooks ok") || !strings.Contains(string(body), "[+]caches ok") {
+		t.Fatalf("/readyz answered %d:\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestStoredInvalidJobsStayUpdatableAndFailVisibly stores a job only the webhook would refuse
+// (while webhooks are away): the reconciler fails it with a message naming the field, and with
+// webhooks back, updates that do not touch what was wrong (labels) are still admitted, while new
+// mistakes are not.
+func TestStoredInvalidJobsStayUpdatableAndFailVisibly(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	if err := env.UninstallWebhooks(); err != nil {
+		t.Fatal(err)
+	}
+	j := tf(ns).Obj()
+	j.SetName(strings.Repeat("b", 60))
+	err := env.Client.Create(ctx, j)
+	if ierr := env.InstallWebhooks(opts); ierr != nil {
+		t.Fatal(ierr)
+	}
+	if err != nil {
+		t.Fatalf("without webhooks the CRD schema should accept a long name: %v", err)
+	}
+	failed := env.WaitCondition(t, j, kubeflowv1.JobFailed, testenv.Timeout)
+	if c := failed.GetJobStatus().Conditions; !strings.Contains(c[len(c)-1].Message, "metadata.name") || c[len(c)-1].Reason != "TFJobFailedValidation" {
+		t.Errorf("Failed condition %+v; want reason TFJobFailedValidation naming metadata.name", c[len(c)-1])
+	}
+	ready(t)
+	testenv.Eventually(t, func() error {
+		fresh := &kubeflowv1.TFJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Labels = map[string]string{"team": "vision"}
+		return env.Client.Update(ctx, fresh)
+	})
+	fresh := &kubeflowv1.TFJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Spec.TFReplicaSpecs["Worker"].Template.Spec.Containers[0].Image = ""
+	if err := env.Client.Update(ctx, fresh); err == nil || !strings.Contains(err.Error(), "image") {
+		t.Fatalf("an update adding a mistake was not refused naming the image: %v", err)
+	}
+}
