@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,18 +94,18 @@ func FreeAddr() (string, error) {
 }
 
 // WaitForWebhooks waits until the apiserver admits through kiln's webhooks: a server-side dry
-// run of a small TFJob (which runs admission, stores nothing) succeeds. Until kiln has injected
+// run of a small TFJob (which runs admission, stores nothing) succeeds. Any client will do: the
+// probe is unstructured. Until kiln has injected
 // its CA bundle and serves its certificate, such requests fail (failurePolicy Fail).
 func WaitForWebhooks(ctx context.Context, c client.Client, timeout time.Duration) error {
 	probe := func() client.Object {
-		return &kubeflowv1.TFJob{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-probe-", Namespace: metav1.NamespaceDefault},
-			Spec: kubeflowv1.TFJobSpec{TFReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{
-				kubeflowv1.TFJobReplicaTypeWorker: {Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "tensorflow", Image: "probe"}},
-				}}},
-			}},
-		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": kubeflowv1.GroupVersion.String(), "kind": kubeflowv1.TFJobKind,
+			"metadata": map[string]any{"generateName": "webhook-probe-", "namespace": metav1.NamespaceDefault},
+			"spec": map[string]any{"tfReplicaSpecs": map[string]any{"Worker": map[string]any{
+				"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "tensorflow", "image": "probe"}}}},
+			}}},
+		}}
 	}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
