@@ -8,7 +8,7 @@ ENVTEST_TOOLS = $(shell bash hack/tools.sh --envtest)
 GO_TEST_FLAGS ?= -count=1
 FUZZ_BUDGET ?= 10000x
 
-.PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run
+.PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run bench
 all: build
 
 build: ## Build bin/kiln.
@@ -45,3 +45,6 @@ fuzz: ## Run each fuzz target for FUZZ_BUDGET executions.
 
 run: build ## A local cluster, kiln and the samples; Ctrl-C tears it down.
 	@tools=$$(bash hack/tools.sh) && ./bin/kiln dev --tools "$$tools"
+
+bench: build ## Benchmark kiln against the apiserver's floor; J, W, D, FOREIGN, PYTORCH, MODES, PROFILE, OUT tune it.
+	@KILN_TOOLS_DIR=$(TOOLS) $(GO) run ./test/bench

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +62,7 @@ func runManager(args []string) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof (/debug/pprof/); empty: off")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader through a Lease so only one replica reconciles")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "kiln.kiln.dev", "name of the leader-election Lease")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease; default the manager's own")
@@ -68,6 +70,7 @@ func runManager(args []string) error {
 	fs.StringVar(&kinds, "kinds", "", "comma-separated job kinds to serve, of "+strings.Join(manager.KindNames(), ", ")+"; empty: all")
 	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
+	fs.DurationVar(&o.Engine.StatusInterval, "status-interval", time.Second, "a job's status is written at most this often, except when it finishes (pods starting one by one make one write); 0: every change")
 	fs.StringVar(&cleanPodPolicy, "default-clean-pod-policy", string(kubeflowv1.CleanPodPolicyRunning), "runPolicy.cleanPodPolicy of jobs that set none: All, Running or None")
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")

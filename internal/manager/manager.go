@@ -7,6 +7,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -44,6 +45,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
+	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 	"github.com/kiln-ml/kiln/internal/servingcert"
 )
@@ -51,9 +53,11 @@ import (
 // Options are the manager's settings; cmd/kiln fills them from flags, tests directly.
 type Options struct {
 	MetricsAddr, ProbeAddr string
-	LeaderElection         bool
-	LeaderElectionID       string
-	LeaderElectionNS       string
+	// PprofAddr serves net/http/pprof when set (profiling a benchmark run).
+	PprofAddr        string
+	LeaderElection   bool
+	LeaderElectionID string
+	LeaderElectionNS string
 	// Namespaces limits what kiln watches; empty means all namespaces.
 	Namespaces []string
 	// Kinds lists the enabled job kinds, lowercase (tfjob, pytorchjob, xgboostjob); empty: all.
@@ -117,21 +121,24 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(metrics.CountRequests)
 	scheme := Scheme()
 	log := o.Logger
 	if log.GetSink() == nil {
 		log = ctrl.Log
 	}
-	metrics := metricsserver.Options{BindAddress: o.MetricsAddr}
+	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr}
 	if o.SecureMetrics {
 		// Callers need a bearer token allowed to get the /metrics non-resource URL.
-		metrics.SecureServing, metrics.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
 	}
 	opts := ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOptions(o.Namespaces, frameworks, own[pyJobKind]),
-		Metrics:                       metrics,
+		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNS,
@@ -152,6 +159,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if len(frameworks) > 0 {
+		if err := replicajob.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
+			return nil, err
+		}
 	}
 	for _, fw := range frameworks {
 		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, o.Engine)
@@ -240,9 +252,27 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	return out, own, nil
 }
 
+// keepPodStatus is what kiln reads of a pod: its metadata (without managedFields) and status.
+// The spec, most of a pod's size, is dropped from the cache; kiln never writes a pod it read.
+func keepPodStatus(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.ManagedFields, pod.Spec = nil, corev1.PodSpec{}
+	}
+	return obj, nil
+}
+
+// keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
+func keepServiceMeta(obj any) (any, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		svc.ManagedFields, svc.Spec = nil, corev1.ServiceSpec{}
+	}
+	return obj, nil
+}
+
 // cacheOptions keep the informers small: pods and services only when they carry the
 // operator-name label of an enabled kind (DECISIONS #12), batch Jobs and claims only when they
-// carry a PyJob's name, and no managedFields on anything.
+// carry a PyJob's name, no managedFields on anything, and pods and services without the specs
+// kiln never reads.
 func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
 	names := make([]string, 0, len(frameworks)+1)
 	for _, fw := range frameworks {
@@ -256,7 +286,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 	if err != nil {
 		panic(err) // controller names are constants and valid label values
 	}
-	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	owned := labels.NewSelector().Add(*req)
 	hasPyJob, err := labels.NewRequirement(pyjob.LabelPyJob, selection.Exists, nil)
 	if err != nil {
 		panic(err)
@@ -269,8 +299,9 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 	ofService := cache.ByObject{Label: labels.NewSelector().Add(*hasService)}
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: owned, &corev1.Service{}: owned,
-			&batchv1.Job{}: ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
+			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus},
+			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta},
+			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
 			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),

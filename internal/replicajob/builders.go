@@ -127,3 +127,21 @@ func defaultContainerIndex(fw framework.Framework, spec *corev1.PodSpec) int {
 	}
 	return -1
 }
+
+// Children are the pods and services kiln creates for a defaulted job, in the framework's replica
+// order: what the benchmark's floor creates without a controller.
+func Children(fw framework.Framework, job framework.Job) ([]*corev1.Pod, []*corev1.Service, error) {
+	var pods []*corev1.Pod
+	var services []*corev1.Service
+	specs := job.GetReplicaSpecs()
+	for _, rtype := range fw.ReplicaTypes {
+		for index := range int(framework.NumReplicas(specs[rtype])) {
+			pod, err := desiredPod(fw, job, rtype, index)
+			if err != nil {
+				return nil, nil, err
+			}
+			pods, services = append(pods, pod), append(services, desiredService(fw, job, rtype, index))
+		}
+	}
+	return pods, services, nil
+}

@@ -21,7 +21,7 @@ import (
 
 // execute carries out a plan's writes to pods and services: restart marks first (a failed pod's
 // retry must be recorded before the pod goes), then deletions, then creations, each group
-// concurrently. It returns the events that tell what was done and the first error.
+// concurrently. It returns Warning events for what failed, and the errors.
 func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
 	r.expect.expect(key, uid, p, r.clock.Now())
 	var errs []error
@@ -36,7 +36,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	var events []Event
 	log := logf.FromContext(ctx)
 	del := func(kind string, objs []client.Object) {
-		done, err := r.parallel(objs, func(o client.Object) error {
+		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
 			ctx, end := tracing.Start(ctx, "delete "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
 			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -49,11 +49,11 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 			}
 			return err
 		})
-		events = append(events, summarize("SuccessfulDelete", "FailedDelete", "Deleted", "deleting", kind, done, err)...)
+		events = append(events, summarize("FailedDelete", "deleting", kind, err)...)
 		errs = append(errs, err)
 	}
 	create := func(kind string, objs []client.Object) {
-		done, err := r.parallel(objs, func(o client.Object) error {
+		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
 			ctx, end := tracing.Start(ctx, "create "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
 			err := r.client.Create(ctx, o)
@@ -66,7 +66,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 			}
 			return err
 		})
-		events = append(events, summarize("SuccessfulCreate", "FailedCreate", "Created", "creating", kind, done, err)...)
+		events = append(events, summarize("FailedCreate", "creating", kind, err)...)
 		errs = append(errs, err)
 	}
 	del("Pod", objects(p.DeletePods))
@@ -90,10 +90,10 @@ func (r *Reconciler) markRestart(ctx context.Context, m restartMark) error {
 }
 
 // parallel runs fn on every object with at most Options.Parallelism calls in flight and returns
-// the names it succeeded on, in input order, and the joined errors.
-func (r *Reconciler) parallel(objs []client.Object, fn func(client.Object) error) ([]string, error) {
+// the joined errors.
+func (r *Reconciler) parallel(objs []client.Object, fn func(client.Object) error) error {
 	if len(objs) == 0 {
-		return nil, nil
+		return nil
 	}
 	errs := make([]error, len(objs))
 	sem := make(chan struct{}, max(1, r.opts.Parallelism))
@@ -106,35 +106,17 @@ func (r *Reconciler) parallel(objs []client.Object, fn func(client.Object) error
 		})
 	}
 	wg.Wait()
-	var done []string
-	for i, o := range objs {
-		if errs[i] == nil {
-			done = append(done, o.GetName())
-		}
-	}
-	return done, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
-// summarize turns a batch of writes into at most two events, in Kubeflow's reasons
-// (SuccessfulCreatePod "Created pod: x"), one per batch rather than one per object.
-func summarize(okReason, failReason, verb, gerund, kind string, done []string, err error) []Event {
-	var events []Event
-	switch {
-	case len(done) == 1:
-		events = append(events, Event{corev1.EventTypeNormal, okReason + kind, fmt.Sprintf("%s %s: %s", verb, strings.ToLower(kind), done[0])})
-	case len(done) > 1:
-		names := done
-		more := ""
-		if len(names) > 10 {
-			names, more = names[:10], fmt.Sprintf(" and %d more", len(done)-10)
-		}
-		events = append(events, Event{corev1.EventTypeNormal, okReason + kind,
-			fmt.Sprintf("%s %d %ss: %s%s", verb, len(done), strings.ToLower(kind), strings.Join(names, ", "), more)})
+// summarize reports a failed batch as a Warning event. Successful creations and deletions are
+// logged (V(4)), not evented: events are writes too, and kiln keeps them for transitions and
+// trouble (DECISIONS #8).
+func summarize(failReason, gerund, kind string, err error) []Event {
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		events = append(events, Event{corev1.EventTypeWarning, failReason + kind, fmt.Sprintf("Error %s %s: %v", gerund, strings.ToLower(kind), err)})
-	}
-	return events
+	return []Event{{corev1.EventTypeWarning, failReason + kind, fmt.Sprintf("Error %s %s: %v", gerund, strings.ToLower(kind), err)}}
 }
 
 func objects[T client.Object](in []T) []client.Object {

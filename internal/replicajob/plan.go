@@ -110,7 +110,8 @@ func (p *planner) setCondition(t kubeflowv1.JobConditionType, status corev1.Cond
 		p.plan.Became = append(p.plan.Became, Transition{Type: t, First: first})
 	}
 	switch {
-	case t == kubeflowv1.JobCreated || (t == kubeflowv1.JobRunning && status == corev1.ConditionFalse):
+	case t == kubeflowv1.JobCreated || t == kubeflowv1.JobRunning:
+		// As Kubeflow: no event for Created or Running (reference §3.9); the condition says it.
 	case t == kubeflowv1.JobFailed || t == kubeflowv1.JobRestarting:
 		p.event(corev1.EventTypeWarning, c.Reason, msg)
 	default:

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"k8s.io/utils/ptr"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,11 @@ type Options struct {
 	DefaultCleanPodPolicy kubeflowv1.CleanPodPolicy
 	// Parallelism is the number of pod and service writes one reconcile has in flight.
 	Parallelism int
+	// StatusInterval paces status writes: a condition turning is written at most once per
+	// interval per job (counted from the job's creation for the first write), replica counts and
+	// Created alone at most once per five, and finishing at once; pods starting one after another
+	// make one write, not one each. 0 writes every change at once.
+	StatusInterval time.Duration
 }
 
 // Reconciler reconciles the jobs of one framework.
@@ -47,6 +53,8 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	opts     Options
 	expect   *expectations
+	// written is when kiln last wrote each job's status (see Options.StatusInterval).
+	written sync.Map // types.NamespacedName -> time.Time
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -62,6 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
+			r.written.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -85,12 +94,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
+	if wait := r.statusWait(req.NamespacedName, job, p, now); wait > 0 {
+		// Not yet: the next reconcile plans again and writes what is true then, with its
+		// transitions' events and metrics.
+		r.recordEvents(job, events)
+		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, writeErr
+	}
 	if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, e := range append(p.Events, events...) {
-		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
-	}
+	r.recordEvents(job, append(p.Events, events...))
 	r.record(job, p, now)
 	if p.DeleteJob {
 		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr.To(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -100,6 +113,61 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
+}
+
+func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
+	for _, e := range events {
+		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
+	}
+}
+
+// statusWait is how long the plan's status must wait before it is written: zero when it is
+// unchanged or finishes the job; otherwise until StatusInterval after the job's last write (or
+// its creation) when a condition turns, and five intervals when only replica counts, the start
+// time or the Created condition change. A job whose pods start within a few seconds thus gets
+// one write for Created and Running together, and one when it finishes.
+func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *Plan, now time.Time) time.Duration {
+	old := job.GetJobStatus()
+	if r.opts.StatusInterval <= 0 || equality.Semantic.DeepEqual(*old, p.Status) {
+		return 0
+	}
+	interval := countsIntervals * r.opts.StatusInterval
+	for _, t := range p.Became {
+		if t.Type == kubeflowv1.JobSucceeded || t.Type == kubeflowv1.JobFailed {
+			return 0
+		}
+	}
+	if conditionsTurned(old, &p.Status) {
+		interval = r.opts.StatusInterval
+	}
+	last := job.GetCreationTimestamp().Time
+	if w, ok := r.written.Load(key); ok {
+		last = w.(time.Time)
+	}
+	return last.Add(interval).Sub(now)
+}
+
+// countsIntervals is how many status intervals a change of counts alone waits.
+const countsIntervals = 5
+
+// conditionsTurned says whether a condition other than Created appeared or changed status.
+func conditionsTurned(old, now *kubeflowv1.JobStatus) bool {
+	for _, c := range now.Conditions {
+		if c.Type == kubeflowv1.JobCreated {
+			continue
+		}
+		if was := getCondition(old, c.Type); was == nil || was.Status != c.Status {
+			return true
+		}
+	}
+	return false
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a > 0 && a < b {
+		return a
+	}
+	return b
 }
 
 // record counts the plan's transitions in the metrics. It runs after the status write, so each
@@ -138,10 +206,11 @@ func ManagedByKiln(job framework.Job) bool {
 	return m == nil || *m == "" || *m == kubeflowv1.KubeflowJobsController
 }
 
-// children lists the job's pods and services from the cache: those with its labels that it
-// controls. An object with the labels but another controller is never touched.
+// children lists the job's pods and services from the cache: those it controls, through the
+// controller index (a label selector would scan every pod of the namespace). An object with the
+// job's labels but another controller is never touched.
 func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1.Pod, []*corev1.Service, error) {
-	sel := client.MatchingLabels(jobLabels(r.fw, job))
+	sel := client.MatchingFields{IndexController: string(job.GetUID())}
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(job.GetNamespace()), sel); err != nil {
 		return nil, nil, fmt.Errorf("listing pods of %s %s: %w", r.fw.Kind, job.GetName(), err)
@@ -182,6 +251,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, 
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
 	r.expect.statusWritten(key, job.GetUID(), base.GetResourceVersion(), r.clock.Now())
+	r.written.Store(key, r.clock.Now())
 	return nil
 }
 

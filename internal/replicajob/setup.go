@@ -1,10 +1,14 @@
 package replicajob
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 )
 
@@ -27,4 +31,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Owns(&corev1.Service{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
 		Complete(r)
+}
+
+// IndexController is the cache index of pods and services by the UID of their controller, so a
+// reconcile lists its job's children, not every pod of the namespace.
+const IndexController = "kiln.dev/controller-uid"
+
+// IndexChildren registers IndexController on pods and services; the manager calls it once.
+func IndexChildren(ctx context.Context, indexer client.FieldIndexer) error {
+	byController := func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	}
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexController, byController); err != nil {
+		return fmt.Errorf("indexing pods by controller: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &corev1.Service{}, IndexController, byController); err != nil {
+		return fmt.Errorf("indexing services by controller: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,117 @@
+// Command bench measures kiln against the apiserver's own limit (`make bench`).
+//
+// Each run starts a fresh local cluster (kwokctl binary runtime, QPS limits off, fake nodes),
+// optionally fills it with pods kiln does not own, and then either
+//
+//   - floor: a plain client creates exactly the pods and services kiln would create for the
+//     workload, as fast as the apiserver accepts them, with no controller at all; or
+//   - kiln: the kiln manager runs as a separate process, as users run it (webhooks included),
+//     and the benchmark creates the jobs.
+//
+// Both are timed the same way, from a watch on the pods: until every pod exists, until every
+// job's pods all run, until every job succeeded. The report (JSON, Markdown, SVG) goes under
+// -out; the Markdown table is printed.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// Params describe one benchmark.
+type Params struct {
+	Jobs         int           `json:"jobs"`
+	Workers      int           `json:"workersPerJob"`
+	Duration     time.Duration `json:"podDuration"`
+	PyTorchShare float64       `json:"pytorchShare"`
+	Foreign      int           `json:"foreignPods"`
+	Parallelism  int           `json:"clientParallelism"`
+}
+
+func main() {
+	var p Params
+	var out, tools, modes string
+	var profile time.Duration
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	fs.IntVar(&p.Jobs, "jobs", envInt("J", 200), "number of jobs (J)")
+	fs.IntVar(&p.Workers, "workers", envInt("W", 4), "workers per job, besides one PS or Master (W)")
+	fs.DurationVar(&p.Duration, "duration", envDuration("D", 30*time.Second), "how long each pod runs before it succeeds (D)")
+	fs.Float64Var(&p.PyTorchShare, "pytorch", envFloat("PYTORCH", 0), "share of the jobs that are PyTorchJobs (Master + W Workers), 0..1")
+	fs.IntVar(&p.Foreign, "foreign", envInt("FOREIGN", 0), "pods kiln does not own created before the run")
+	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
+	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor, kiln")
+	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
+	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
+	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
+	_ = fs.Parse(os.Args[1:])
+	if tools == "" {
+		fail(fmt.Errorf("-tools (or KILN_TOOLS_DIR) must name the folder hack/tools.sh prints: run `make bench`"))
+	}
+
+	ctrl.SetLogger(testenv.Logger()) // errors only
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir := filepath.Join(out, time.Now().UTC().Format("20060102-150405")+fmt.Sprintf("-J%d-W%d", p.Jobs, p.Workers))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fail(err)
+	}
+	r := &Report{Params: p, Machine: machine()}
+	for _, mode := range splitModes(modes) {
+		fmt.Printf("== %s run: J=%d W=%d D=%s foreign=%d\n", mode, p.Jobs, p.Workers, p.Duration, p.Foreign)
+		res, err := run(ctx, mode, p, tools, dir, profile)
+		if err != nil {
+			fail(fmt.Errorf("%s run: %w", mode, err))
+		}
+		r.Runs = append(r.Runs, res)
+	}
+	if err := r.write(dir); err != nil {
+		fail(err)
+	}
+	fmt.Println()
+	fmt.Print(r.markdown())
+	fmt.Printf("\nresults: %s\n", dir)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func envStr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envFloat(key string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

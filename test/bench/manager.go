@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// ManagerStats is what the kiln manager process cost.
+type ManagerStats struct {
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// Requests are the manager's API requests by HTTP method; Writes its POST, PUT, PATCH and
+	// DELETE requests by resource (kiln_api_requests_total), and per replica (pod of the workload).
+	Requests         map[string]int `json:"requests"`
+	Writes           map[string]int `json:"writesByResource"`
+	WritesPerReplica float64        `json:"writesPerReplica"`
+}
+
+// managerProcess is `kiln manager` started as users run it, with its admission webhooks.
+type managerProcess struct {
+	cmd                 *exec.Cmd
+	metrics, pprof, dir string
+	exited              chan error
+	stopped             bool
+}
+
+func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir string) (*managerProcess, error) {
+	bin := filepath.Join(testenv.RepoRoot(), "bin", "kiln")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s is missing: `make bench` builds it (make build)", bin)
+	}
+	var addrs [4]string
+	for i := range addrs {
+		a, err := devcluster.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
+	}
+	webhook, metrics, probe, pprof := addrs[0], addrs[1], addrs[2], addrs[3]
+	opts, err := devcluster.LocalWebhooks(manager.Options{}, webhook, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	if err := devcluster.InstallWebhooks(ctx, cluster.Client, opts); err != nil {
+		return nil, err
+	}
+	logs, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "manager", "--kubeconfig", cluster.Kubeconfig,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", probe, "--pprof-bind-address", pprof,
+		"--webhook-port", strconv.Itoa(opts.Webhook.Port), "--webhook-namespace", opts.Webhook.Namespace,
+		"--webhook-hosts", opts.Webhook.Host)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	m := &managerProcess{cmd: cmd, metrics: metrics, pprof: pprof, dir: dir, exited: make(chan error, 1)}
+	go func() { m.exited <- cmd.Wait(); logs.Close() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get("http://" + probe + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-m.exited:
+			return nil, fmt.Errorf("kiln manager exited: %v (see %s)", err, logs.Name())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			m.stop()
+			return nil, fmt.Errorf("kiln manager not ready after a minute (see %s)", logs.Name())
+		}
+	}
+	return m, devcluster.WaitForWebhooks(ctx, cluster.Client, time.Minute)
+}
+
+// stop sends SIGTERM and waits for a graceful exit (killing it after 30 s).
+func (m *managerProcess) stop() {
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(30 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+	}
+}
+
+// stats reads the process's CPU time and peak RSS from /proc, and its requests from /metrics.
+func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
+	pid := m.cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	// Fields after the command name (which ends with ")"): utime and stime are the 12th and 13th.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	var hwmKiB float64
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			hwmKiB, _ = strconv.ParseFloat(strings.Fields(line)[1], 64)
+		}
+	}
+	requests, writes, err := m.requests()
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, n := range writes {
+		total += n
+	}
+	return &ManagerStats{
+		CPUSeconds: (utime + stime) / 100, // USER_HZ is 100 on Linux
+		PeakRSSMiB: hwmKiB / 1024, Requests: requests,
+		Writes: writes, WritesPerReplica: float64(total) / float64(pods),
+	}, nil
+}
+
+// requests reads the manager's requests by method, and its writes by resource.
+func (m *managerProcess) requests() (map[string]int, map[string]int, error) {
+	resp, err := http.Get("http://" + m.metrics + "/metrics")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	byMethod, writes := map[string]int{}, map[string]int{}
+	for _, s := range families["kiln_api_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range s.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		n := int(s.GetCounter().GetValue())
+		byMethod[labels["method"]] += n
+		switch labels["method"] {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			writes[labels["method"]+" "+labels["resource"]] += n
+		}
+	}
+	return byMethod, writes, nil
+}
+
+// profile saves a CPU profile of the next d.
+func (m *managerProcess) profile(d time.Duration) {
+	m.save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu.pprof", d+time.Minute)
+}
+
+// heapProfile saves the live heap.
+func (m *managerProcess) heapProfile() { m.save("/debug/pprof/heap", "heap.pprof", time.Minute) }
+
+func (m *managerProcess) save(path, file string, timeout time.Duration) {
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get("http://" + m.pprof + path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profiling the manager:", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(m.dir, file))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+}
+
+// sumBy sums a counter's samples by one label.
+func sumBy(r io.Reader, metric, label string) (map[string]int, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	f, ok := families[metric]
+	if !ok {
+		return out, nil
+	}
+	for _, s := range f.Metric {
+		for _, l := range s.Label {
+			if l.GetName() == label {
+				out[l.GetValue()] += int(s.GetCounter().GetValue())
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/manager"
+)
+
+// observer times the workload from watches on its pods (and, for kiln, its jobs).
+type observer struct {
+	cache  cache.Cache
+	cancel context.CancelFunc
+	status bool // finish on the jobs' Succeeded conditions rather than on their pods
+
+	mu        sync.Mutex
+	t0        time.Time
+	expected  map[string]int // pods per job
+	createdAt map[string]time.Time
+	seen      map[string]bool // pods seen
+	ran       map[string]bool // pods seen Running or Succeeded
+	finished  map[string]bool // pods seen Succeeded
+	perJob    map[string]*jobTimes
+	counts    struct{ seen, running, succeeded, statusRunning int }
+	marks     struct{ podsExist, allRunning, allSucceeded, statusRunning, firstSucceeded time.Time }
+	timeline  []Point
+	done      chan struct{}
+	firstOK   chan struct{}
+	running   chan struct{}
+}
+
+type jobTimes struct {
+	ran, finished                       int
+	runningAt, succeededAt, statusRunAt time.Time
+	// version is the job's last resourceVersion seen; writesWhileRunning counts the changes seen
+	// after its Running condition and before it succeeded.
+	version            string
+	writesWhileRunning int
+}
+
+func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status bool) (*observer, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme(), DefaultNamespaces: map[string]cache.Config{benchNamespace: {}},
+		DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, err
+	}
+	o := &observer{
+		cache: c, status: status, expected: map[string]int{}, createdAt: map[string]time.Time{},
+		seen: map[string]bool{}, ran: map[string]bool{}, finished: map[string]bool{}, perJob: map[string]*jobTimes{},
+		done: make(chan struct{}), firstOK: make(chan struct{}), running: make(chan struct{}),
+	}
+	for _, j := range jobs {
+		o.expected[j.GetName()] = int(framework.TotalReplicas(j.GetReplicaSpecs()))
+		o.perJob[j.GetName()] = &jobTimes{}
+	}
+	ctx, o.cancel = context.WithCancel(ctx)
+	handler := func(f func(obj any)) toolscache.ResourceEventHandler {
+		return toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { f(obj) }, UpdateFunc: func(_, obj any) { f(obj) }}
+	}
+	type watched struct {
+		obj client.Object
+		on  func(any)
+	}
+	watch := []watched{{&corev1.Pod{}, o.pod}}
+	if status {
+		watch = append(watch, watched{&kubeflowv1.TFJob{}, o.job}, watched{&kubeflowv1.PyTorchJob{}, o.job})
+	}
+	for _, w := range watch {
+		inf, err := c.GetInformer(ctx, w.obj)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(handler(w.on)); err != nil {
+			return nil, err
+		}
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("the benchmark's watches did not sync")
+	}
+	return o, nil
+}
+
+func (o *observer) stop() { o.cancel() }
+
+// start sets time zero and samples the timeline every second.
+func (o *observer) start() {
+	o.mu.Lock()
+	o.t0 = time.Now()
+	o.mu.Unlock()
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-o.done:
+				o.sample()
+				return
+			case <-t.C:
+				o.sample()
+			}
+		}
+	}()
+}
+
+func (o *observer) sample() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	succeeded := o.counts.succeeded
+	o.timeline = append(o.timeline, Point{T: o.since(time.Now()), Running: o.counts.running - succeeded, Succeeded: succeeded})
+}
+
+func (o *observer) since(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Sub(o.t0).Seconds()
+}
+
+// created records when the benchmark first asked for something of job.
+func (o *observer) created(job string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.createdAt[job]; !ok {
+		o.createdAt[job] = time.Now()
+	}
+}
+
+func (o *observer) pod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	job := pod.Labels[kubeflowv1.LabelJobName]
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jt := o.perJob[job]
+	if jt == nil {
+		return
+	}
+	if !o.seen[pod.Name] {
+		o.seen[pod.Name] = true
+		if o.counts.seen++; o.counts.seen == o.total() {
+			o.marks.podsExist = now
+		}
+	}
+	phase := pod.Status.Phase
+	if (phase == corev1.PodRunning || phase == corev1.PodSucceeded) && !o.ran[pod.Name] {
+		o.ran[pod.Name] = true
+		if jt.ran++; jt.ran == o.expected[job] {
+			jt.runningAt = now
+			if o.counts.running++; o.counts.running == len(o.expected) {
+				o.marks.allRunning = now
+				close(o.running)
+			}
+		}
+	}
+	if phase == corev1.PodSucceeded && !o.finished[pod.Name] && !o.status {
+		o.finished[pod.Name] = true
+		if jt.finished++; jt.finished == o.expected[job] {
+			o.succeeded(jt, now)
+		}
+	}
+}
+
+func (o *observer) job(obj any) {
+	job, ok := obj.(framework.Job)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jt := o.perJob[job.GetName()]
+	if jt == nil {
+		return
+	}
+	if os.Getenv("BENCH_TRACE") == job.GetName() && job.GetResourceVersion() != jt.version {
+		st := job.GetJobStatus()
+		var conds []string
+		for _, c := range st.Conditions {
+			conds = append(conds, string(c.Type)+"="+string(c.Status))
+		}
+		rs := map[string]string{}
+		for k, v := range st.ReplicaStatuses {
+			rs[string(k)] = fmt.Sprintf("%d/%d/%d", v.Active, v.Succeeded, v.Failed)
+		}
+		fmt.Printf("TRACE %.2f rv=%s %v %v\n", o.since(now), job.GetResourceVersion(), conds, rs)
+	}
+	changed := job.GetResourceVersion() != jt.version
+	jt.version = job.GetResourceVersion()
+	succeeded := false
+	for _, c := range job.GetJobStatus().Conditions {
+		succeeded = succeeded || (c.Type == kubeflowv1.JobSucceeded && c.Status == corev1.ConditionTrue)
+	}
+	if changed && !jt.statusRunAt.IsZero() && !succeeded {
+		jt.writesWhileRunning++
+	}
+	for _, c := range job.GetJobStatus().Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch {
+		case c.Type == kubeflowv1.JobRunning && jt.statusRunAt.IsZero():
+			jt.statusRunAt = now
+			if o.counts.statusRunning++; o.counts.statusRunning == len(o.expected) {
+				o.marks.statusRunning = now
+			}
+		case c.Type == kubeflowv1.JobSucceeded && jt.succeededAt.IsZero():
+			o.succeeded(jt, now)
+		}
+	}
+}
+
+// succeeded counts a finished job; the caller holds mu.
+func (o *observer) succeeded(jt *jobTimes, now time.Time) {
+	jt.succeededAt = now
+	o.counts.succeeded++
+	if o.counts.succeeded == 1 {
+		o.marks.firstSucceeded = now
+		close(o.firstOK)
+	}
+	if o.counts.succeeded == len(o.expected) {
+		o.marks.allSucceeded = now
+		close(o.done)
+	}
+}
+
+func (o *observer) total() int {
+	n := 0
+	for _, e := range o.expected {
+		n += e
+	}
+	return n
+}
+
+// wait returns once every job succeeded.
+func (o *observer) wait(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-o.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return fmt.Errorf("not finished after %s: %d of %d pods seen, %d of %d jobs running, %d succeeded",
+			timeout, o.counts.seen, o.total(), o.counts.running, len(o.expected), o.counts.succeeded)
+	}
+}
+
+func (o *observer) result(mode string) *Result {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ttr []float64
+	for name, jt := range o.perJob {
+		if !jt.runningAt.IsZero() {
+			ttr = append(ttr, jt.runningAt.Sub(o.createdAt[name]).Seconds())
+		}
+	}
+	whileRunning := WritesWhileRunning{}
+	if o.status {
+		for _, jt := range o.perJob {
+			whileRunning.Mean += float64(jt.writesWhileRunning) / float64(len(o.perJob))
+			whileRunning.Max = max(whileRunning.Max, jt.writesWhileRunning)
+		}
+	}
+	return &Result{
+		StatusWritesWhileRunning: whileRunning,
+		Mode:                     mode, Pods: o.total(),
+		PodsExist: o.since(o.marks.podsExist), AllRunning: o.since(o.marks.allRunning), AllSucceeded: o.since(o.marks.allSucceeded),
+		StatusRunning: o.since(o.marks.statusRunning),
+		TimeToRunning: percentiles(ttr),
+		Timeline:      append([]Point(nil), o.timeline...),
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is everything a benchmark measured.
+type Report struct {
+	Date    time.Time `json:"date"`
+	Machine string    `json:"machine"`
+	Params  Params    `json:"params"`
+	Runs    []*Result `json:"runs"`
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				model = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), model, runtime.Version())
+}
+
+func splitModes(s string) []string {
+	var out []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m == "floor" || m == "kiln" {
+			out = append(out, m)
+		} else if m != "" {
+			fail(fmt.Errorf("-modes: unknown run %q: use floor and/or kiln", m))
+		}
+	}
+	return out
+}
+
+func (r *Report) run(mode string) *Result {
+	for _, res := range r.Runs {
+		if res.Mode == mode {
+			return res
+		}
+	}
+	return nil
+}
+
+// write saves result.json, result.md and timeline.svg in dir.
+func (r *Report) write(dir string) error {
+	r.Date = time.Now().UTC()
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "result.json"), data, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "result.md"), []byte(r.markdown()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "timeline.svg"), []byte(r.svg()), 0o644)
+}
+
+// markdown is the report's table: kiln next to the floor, and their ratio.
+func (r *Report) markdown() string {
+	floor, kiln := r.run("floor"), r.run("kiln")
+	p := r.Params
+	var b strings.Builder
+	fmt.Fprintf(&b, "J=%d jobs of 1 PS/Master + %d workers (%d pods), pods run %s, PyTorchJob share %.0f%%, %d foreign pods; %s; %s\n\n",
+		p.Jobs, p.Workers, p.Jobs*(p.Workers+1), p.Duration, p.PyTorchShare*100, p.Foreign, r.Machine, r.Date.Format("2006-01-02"))
+	b.WriteString("| | floor (no controller) | kiln | kiln / floor |\n|---|---|---|---|\n")
+	secs := func(name string, get func(*Result) float64) {
+		row := []string{name, "–", "–", "–"}
+		if floor != nil {
+			row[1] = fmt.Sprintf("%.1f s", get(floor))
+		}
+		if kiln != nil {
+			row[2] = fmt.Sprintf("%.1f s", get(kiln))
+		}
+		if floor != nil && kiln != nil && get(floor) > 0 {
+			row[3] = fmt.Sprintf("%.2f×", get(kiln)/get(floor))
+		}
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	secs("every pod exists", func(r *Result) float64 { return r.PodsExist })
+	secs("every job's pods run", func(r *Result) float64 { return r.AllRunning })
+	secs("every job succeeded", func(r *Result) float64 { return r.AllSucceeded })
+	secs("job time-to-running p50", func(r *Result) float64 { return r.TimeToRunning.P50 })
+	secs("job time-to-running p99", func(r *Result) float64 { return r.TimeToRunning.P99 })
+	other := func(name string, floorVal, kilnVal string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | |\n", name, floorVal, kilnVal)
+	}
+	apiserver := func(res *Result) string {
+		if res == nil {
+			return "–"
+		}
+		return verbs(res.APIServerRequests)
+	}
+	other("apiserver requests served", apiserver(floor), apiserver(kiln))
+	if kiln != nil && kiln.Manager != nil {
+		m := kiln.Manager
+		if kiln.StatusRunning > 0 {
+			other("every job's Running condition", "", fmt.Sprintf("%.1f s", kiln.StatusRunning))
+		}
+		other("manager CPU", "", fmt.Sprintf("%.1f s", m.CPUSeconds))
+		other("manager peak RSS", "", fmt.Sprintf("%.0f MiB", m.PeakRSSMiB))
+		other("manager requests", "", verbs(m.Requests))
+		other("manager writes per replica", "", fmt.Sprintf("%.2f (%s)", m.WritesPerReplica, verbs(m.Writes)))
+		w := kiln.StatusWritesWhileRunning
+		other("job status writes while it just runs (mean, max)", "", fmt.Sprintf("%.2f, %d", w.Mean, w.Max))
+	}
+	return b.String()
+}
+
+func verbs(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// svg draws jobs running and succeeded over time for every run.
+func (r *Report) svg() string {
+	const w, h, left, bottom, top, right = 720.0, 360.0, 60.0, 40.0, 30.0, 150.0
+	tmax, ymax := 1.0, float64(r.Params.Jobs)
+	for _, res := range r.Runs {
+		for _, pt := range res.Timeline {
+			tmax = max(tmax, pt.T)
+		}
+	}
+	x := func(t float64) float64 { return left + t/tmax*(w-left-right) }
+	y := func(v float64) float64 { return h - bottom - v/ymax*(h-bottom-top) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%.0f" y="18">jobs running / succeeded over time (J=%d, W=%d, D=%s)</text>`+"\n", left, r.Params.Jobs, r.Params.Workers, r.Params.Duration)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", left, y(0), w-right, y(0))
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", left, y(0), left, y(ymax))
+	for i := 0; i <= 4; i++ {
+		t, v := tmax*float64(i)/4, ymax*float64(i)/4
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%.0fs</text>`+"\n", x(t), h-bottom+16, t)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.0f</text>`+"\n", left-6, y(v)+4, v)
+	}
+	colors := map[string][2]string{"floor": {"#999999", "#333333"}, "kiln": {"#f4a261", "#d62828"}}
+	legend := 0
+	for _, res := range r.Runs {
+		for i, series := range []string{"running", "succeeded"} {
+			var pts []string
+			for _, pt := range res.Timeline {
+				v := pt.Running
+				if series == "succeeded" {
+					v = pt.Succeeded
+				}
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(pt.T), y(float64(v))))
+			}
+			color := colors[res.Mode][i]
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(pts, " "))
+			ly := top + 20 + float64(legend)*18
+			fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="2"/><text x="%.0f" y="%.0f">%s %s</text>`+"\n",
+				w-right+10, ly, w-right+30, ly, color, w-right+35, ly+4, res.Mode, series)
+			legend++
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/framework/pytorch"
+	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/internal/replicajob"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// The namespaces of the workload and of the foreign pods.
+const (
+	benchNamespace   = "bench"
+	foreignNamespace = "foreign"
+	// podsPerNode leaves headroom under the fake nodes' 250-pod capacity.
+	podsPerNode = 200
+)
+
+// Result is what one run measured. Times are seconds from the first create request.
+type Result struct {
+	Mode string `json:"mode"`
+	Pods int    `json:"pods"`
+	// PodsExist: every pod has been seen; AllRunning: every job's pods have all run;
+	// AllSucceeded: every job succeeded (kiln: its Succeeded condition; floor: all its pods).
+	PodsExist    float64 `json:"podsExistSeconds"`
+	AllRunning   float64 `json:"allRunningSeconds"`
+	AllSucceeded float64 `json:"allSucceededSeconds"`
+	// StatusRunning is when every job's Running condition had been seen (kiln only).
+	StatusRunning float64 `json:"statusRunningSeconds,omitempty"`
+	// StatusWritesWhileRunning are the job's changes after its Running condition until it
+	// succeeded (kiln only): pods that just run should cause none.
+	StatusWritesWhileRunning WritesWhileRunning `json:"statusWritesWhileRunning"`
+	// TimeToRunning are percentiles of each job's creation until all its pods run.
+	TimeToRunning     Percentiles    `json:"timeToRunningSeconds"`
+	APIServerRequests map[string]int `json:"apiserverRequests"`
+	Manager           *ManagerStats  `json:"manager,omitempty"`
+	Timeline          []Point        `json:"timeline"`
+}
+
+// Percentiles of a distribution, in seconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+}
+
+// WritesWhileRunning is the mean and maximum over jobs.
+type WritesWhileRunning struct {
+	Mean float64 `json:"mean"`
+	Max  int     `json:"max"`
+}
+
+// Point is the state of the workload at T seconds.
+type Point struct {
+	T         float64 `json:"t"`
+	Running   int     `json:"running"`
+	Succeeded int     `json:"succeeded"`
+}
+
+func run(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
+	logs, err := os.Create(filepath.Join(dir, mode+"-cluster.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+	jobs := workload(p)
+	pods := 0
+	for _, j := range jobs {
+		pods += int(framework.TotalReplicas(j.GetReplicaSpecs()))
+	}
+	nodes := (pods+p.Foreign)/podsPerNode + 2
+	start := time.Now()
+	cluster, err := devcluster.Create(ctx, devcluster.Options{
+		Name: fmt.Sprintf("kiln-bench-%d-%s", os.Getpid(), mode), ToolsDir: tools, Log: logs,
+		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
+		Nodes:  nodes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := cluster.Delete(); err != nil {
+			fmt.Fprintln(os.Stderr, "deleting the benchmark cluster:", err)
+		}
+	}()
+	fmt.Printf("   cluster with %d nodes ready in %s\n", nodes, time.Since(start).Round(100*time.Millisecond))
+	if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{benchNamespace, foreignNamespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+	if p.Foreign > 0 {
+		t := time.Now()
+		if err := createForeign(ctx, c, p.Foreign, nodes, p.Parallelism); err != nil {
+			return nil, err
+		}
+		fmt.Printf("   %d foreign pods created in %s\n", p.Foreign, time.Since(t).Round(100*time.Millisecond))
+	}
+
+	var mgr *managerProcess
+	if mode == "kiln" {
+		if mgr, err = startManager(ctx, cluster, tools, dir); err != nil {
+			return nil, err
+		}
+		defer mgr.stop()
+	}
+	obs, err := observe(ctx, cluster.Config, jobs, mode == "kiln")
+	if err != nil {
+		return nil, err
+	}
+	defer obs.stop()
+	apiBefore, err := apiserverRequests(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+
+	obs.start()
+	if mode == "kiln" {
+		if profile > 0 {
+			go mgr.profile(profile)
+		}
+		err = createJobs(ctx, c, jobs, p.Parallelism, obs)
+	} else {
+		err = createChildren(ctx, c, jobs, p.Parallelism, obs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	timeout := 10*time.Minute + p.Duration*2 + time.Duration(pods)*30*time.Millisecond
+	if err := obs.wait(ctx, timeout); err != nil {
+		return nil, err
+	}
+	res := obs.result(mode)
+	apiAfter, err := apiserverRequests(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	res.APIServerRequests = diff(apiAfter, apiBefore)
+	if mgr != nil {
+		if res.Manager, err = mgr.stats(pods); err != nil {
+			return nil, err
+		}
+		if profile > 0 {
+			mgr.heapProfile()
+		}
+	}
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, all succeeded %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
+	return res, nil
+}
+
+// workload is the benchmark's jobs: TFJobs of 1 PS + W Workers, and the PyTorchJob share as
+// Master + W Workers; every pod runs D and succeeds (config/dev/stages.yaml).
+func workload(p Params) []framework.Job {
+	pytorchJobs := int(float64(p.Jobs)*p.PyTorchShare + 0.5)
+	jobs := make([]framework.Job, 0, p.Jobs)
+	for i := range p.Jobs {
+		var job framework.Job
+		var lead kubeflowv1.ReplicaType
+		var container string
+		if i < pytorchJobs {
+			job, lead, container = &kubeflowv1.PyTorchJob{}, kubeflowv1.PyTorchJobReplicaTypeMaster, pytorch.ContainerName
+		} else {
+			job, lead, container = &kubeflowv1.TFJob{}, kubeflowv1.TFJobReplicaTypePS, tensorflow.ContainerName
+		}
+		job.SetName(fmt.Sprintf("job-%05d", i))
+		job.SetNamespace(benchNamespace)
+		spec := func(n int) *kubeflowv1.ReplicaSpec {
+			replicas := int32(n)
+			return &kubeflowv1.ReplicaSpec{Replicas: &replicas, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"kiln.dev/simulate-duration": p.Duration.String()}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: "bench/trainer:1"}}},
+			}}
+		}
+		job.SetReplicaSpecs(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{lead: spec(1), "Worker": spec(p.Workers)})
+		jobs = append(jobs, job)
+	}
+	return jobs
+}
+
+// frameworkOf is the framework of a workload job.
+func frameworkOf(job framework.Job) framework.Framework {
+	if _, ok := job.(*kubeflowv1.PyTorchJob); ok {
+		return pytorch.New(pytorch.Config{})
+	}
+	return tensorflow.New(tensorflow.Config{})
+}
+
+// parallel runs do(i) for i < n with at most width in flight; the first error stops it.
+func parallel(ctx context.Context, n, width int, do func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, width) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := do(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// createJobs creates the jobs, recording each job's creation time.
+func createJobs(ctx context.Context, c client.Client, jobs []framework.Job, width int, obs *observer) error {
+	return parallel(ctx, len(jobs), width, func(ctx context.Context, i int) error {
+		obs.created(jobs[i].GetName())
+		if err := c.Create(ctx, jobs[i].DeepCopyObject().(client.Object)); err != nil {
+			return fmt.Errorf("creating %s: %w", jobs[i].GetName(), err)
+		}
+		return nil
+	})
+}
+
+// createChildren is the floor: each job's services and pods exactly as kiln builds them (without
+// the owner reference to a job that does not exist), created directly.
+func createChildren(ctx context.Context, c client.Client, jobs []framework.Job, width int, obs *observer) error {
+	var objs []client.Object
+	var owner []string
+	for _, job := range jobs {
+		fw := frameworkOf(job)
+		j := job.DeepCopyObject().(framework.Job)
+		replicajob.Default(fw, j, kubeflowv1.CleanPodPolicyRunning)
+		pods, services, err := replicajob.Children(fw, j)
+		if err != nil {
+			return err
+		}
+		for i := range pods {
+			pods[i].OwnerReferences, services[i].OwnerReferences = nil, nil
+			objs, owner = append(objs, services[i], pods[i]), append(owner, job.GetName(), job.GetName())
+		}
+	}
+	return parallel(ctx, len(objs), width, func(ctx context.Context, i int) error {
+		if i == 0 || owner[i] != owner[i-1] {
+			obs.created(owner[i])
+		}
+		if err := c.Create(ctx, objs[i]); err != nil {
+			return fmt.Errorf("creating %s: %w", objs[i].GetName(), err)
+		}
+		return nil
+	})
+}
+
+// createForeign fills the cluster with pods kiln does not own, bound to the fake nodes.
+func createForeign(ctx context.Context, c client.Client, n, nodes, width int) error {
+	return parallel(ctx, n, width, func(ctx context.Context, i int) error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("foreign-%05d", i), Namespace: foreignNamespace, Labels: map[string]string{"app": "foreign"}},
+			Spec: corev1.PodSpec{
+				NodeName:   fmt.Sprintf("kwok-node-%d", i%nodes),
+				Containers: []corev1.Container{{Name: "app", Image: "foreign/app:1"}},
+			},
+		}
+		return c.Create(ctx, pod)
+	})
+}
+
+// apiserverRequests sums the apiserver's apiserver_request_total by verb.
+func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]int, error) {
+	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	return sumBy(strings.NewReader(string(body)), "apiserver_request_total", "verb")
+}
+
+func diff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func percentiles(values []float64) Percentiles {
+	if len(values) == 0 {
+		return Percentiles{}
+	}
+	sort.Float64s(values)
+	at := func(q float64) float64 { return values[min(len(values)-1, int(q*float64(len(values))))] }
+	return Percentiles{P50: at(0.5), P90: at(0.9), P99: at(0.99)}
+}
