@@ -38,10 +38,9 @@ type Options struct {
 	DefaultCleanPodPolicy kubeflowv1.CleanPodPolicy
 	// Parallelism is the number of pod and service writes one reconcile has in flight.
 	Parallelism int
-	// StatusInterval paces status writes: a condition turning is written at most once per
-	// interval per job (counted from the job's creation for the first write), replica counts and
-	// Created alone at most once per five, and finishing at once; pods starting one after another
-	// make one write, not one each. 0 writes every change at once.
+	// StatusInterval paces status writes: a condition turning is written one interval after it
+	// was first seen, replica counts and Created alone ten intervals after, finishing at once;
+	// changes seen meanwhile join the same write. 0 writes every change at once.
 	StatusInterval time.Duration
 }
 
@@ -53,8 +52,8 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	opts     Options
 	expect   *expectations
-	// written is when kiln last wrote each job's status (see Options.StatusInterval).
-	written sync.Map // types.NamespacedName -> time.Time
+	// pending is when each job's unwritten status change was first seen (see Options.StatusInterval).
+	pending sync.Map // types.NamespacedName -> time.Time
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -70,7 +69,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
-			r.written.Delete(req.NamespacedName)
+			r.pending.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -122,33 +121,34 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 }
 
 // statusWait is how long the plan's status must wait before it is written: zero when it is
-// unchanged or finishes the job; otherwise until StatusInterval after the job's last write (or
-// its creation) when a condition turns, and five intervals when only replica counts, the start
-// time or the Created condition change. A job whose pods start within a few seconds thus gets
-// one write for Created and Running together, and one when it finishes.
+// unchanged or finishes the job. Otherwise a change waits from when it was first seen (trailing,
+// so later changes join it): StatusInterval when a condition turns, ten intervals when only
+// replica counts, the start time or the Created condition changed. Pods starting one after
+// another thus make one write, and a job whose pods start within seconds gets Created and
+// Running in one.
 func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *Plan, now time.Time) time.Duration {
-	old := job.GetJobStatus()
-	if r.opts.StatusInterval <= 0 || equality.Semantic.DeepEqual(*old, p.Status) {
+	if equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status) {
+		r.pending.Delete(key)
 		return 0
 	}
-	interval := countsIntervals * r.opts.StatusInterval
+	if r.opts.StatusInterval <= 0 {
+		return 0
+	}
 	for _, t := range p.Became {
 		if t.Type == kubeflowv1.JobSucceeded || t.Type == kubeflowv1.JobFailed {
 			return 0
 		}
 	}
-	if conditionsTurned(old, &p.Status) {
+	interval := countsIntervals * r.opts.StatusInterval
+	if conditionsTurned(job.GetJobStatus(), &p.Status) {
 		interval = r.opts.StatusInterval
 	}
-	last := job.GetCreationTimestamp().Time
-	if w, ok := r.written.Load(key); ok {
-		last = w.(time.Time)
-	}
-	return last.Add(interval).Sub(now)
+	since, _ := r.pending.LoadOrStore(key, now)
+	return since.(time.Time).Add(interval).Sub(now)
 }
 
 // countsIntervals is how many status intervals a change of counts alone waits.
-const countsIntervals = 5
+const countsIntervals = 10
 
 // conditionsTurned says whether a condition other than Created appeared or changed status.
 func conditionsTurned(old, now *kubeflowv1.JobStatus) bool {
@@ -251,7 +251,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, 
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
 	r.expect.statusWritten(key, job.GetUID(), base.GetResourceVersion(), r.clock.Now())
-	r.written.Store(key, r.clock.Now())
+	r.pending.Delete(key)
 	return nil
 }
 

@@ -7,9 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 )
 
 // What the engine needs, and nothing more: no Secrets, no pods/exec, no update on jobs.
@@ -27,10 +32,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
 		For(r.fw.NewJob()).
-		Owns(&corev1.Pod{}).
-		Owns(&corev1.Service{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
 		Complete(r)
+}
+
+// controllerOf maps a pod or service to the job of this kind that controls it. It reads the owner
+// reference's kind as written (Owns() would ask the RESTMapper on every event of every pod, once
+// per job kind).
+func (r *Reconciler) controllerOf(_ context.Context, o client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || ref.Kind != r.fw.Kind || ref.APIVersion != kubeflowv1.GroupVersion.String() {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
 }
 
 // IndexController is the cache index of pods and services by the UID of their controller, so a
