@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -92,6 +93,11 @@ func runManager(args []string) error {
 		return err
 	}
 	ctrl.SetLogger(logs.New(nil))
+	if os.Getenv("GOGC") == "" {
+		// Half the default heap headroom: a controller's live heap is mostly its cache, and the
+		// extra GC work is cheap next to a smaller footprint (see README, Performance).
+		debug.SetGCPercent(50)
+	}
 
 	switch p := kubeflowv1.CleanPodPolicy(cleanPodPolicy); p {
 	case kubeflowv1.CleanPodPolicyAll, kubeflowv1.CleanPodPolicyRunning, kubeflowv1.CleanPodPolicyNone:

@@ -37,6 +37,7 @@ type Params struct {
 	PyTorchShare float64       `json:"pytorchShare"`
 	Foreign      int           `json:"foreignPods"`
 	Parallelism  int           `json:"clientParallelism"`
+	Trace        string        `json:"-"`
 }
 
 func main() {
@@ -50,6 +51,7 @@ func main() {
 	fs.Float64Var(&p.PyTorchShare, "pytorch", envFloat("PYTORCH", 0), "share of the jobs that are PyTorchJobs (Master + W Workers), 0..1")
 	fs.IntVar(&p.Foreign, "foreign", envInt("FOREIGN", 0), "pods kiln does not own created before the run")
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
+	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor, kiln")
 	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ type observer struct {
 	cache  cache.Cache
 	cancel context.CancelFunc
 	status bool // finish on the jobs' Succeeded conditions rather than on their pods
+	trace  string
 
 	mu        sync.Mutex
 	t0        time.Time
@@ -49,14 +49,16 @@ type jobTimes struct {
 	writesWhileRunning int
 }
 
-func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status bool) (*observer, error) {
+// observe watches the workload; status makes it finish on the jobs' conditions, and every status
+// change of the job named trace is printed.
+func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status bool, trace string) (*observer, error) {
 	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme(), DefaultNamespaces: map[string]cache.Config{benchNamespace: {}},
 		DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, err
 	}
 	o := &observer{
-		cache: c, status: status, expected: map[string]int{}, createdAt: map[string]time.Time{},
+		cache: c, status: status, trace: trace, expected: map[string]int{}, createdAt: map[string]time.Time{},
 		seen: map[string]bool{}, ran: map[string]bool{}, finished: map[string]bool{}, perJob: map[string]*jobTimes{},
 		done: make(chan struct{}), firstOK: make(chan struct{}), running: make(chan struct{}),
 	}
@@ -187,7 +189,7 @@ func (o *observer) job(obj any) {
 	if jt == nil {
 		return
 	}
-	if os.Getenv("BENCH_TRACE") == job.GetName() && job.GetResourceVersion() != jt.version {
+	if o.trace == job.GetName() && job.GetResourceVersion() != jt.version {
 		st := job.GetJobStatus()
 		var conds []string
 		for _, c := range st.Conditions {
@@ -197,7 +199,7 @@ func (o *observer) job(obj any) {
 		for k, v := range st.ReplicaStatuses {
 			rs[string(k)] = fmt.Sprintf("%d/%d/%d", v.Active, v.Succeeded, v.Failed)
 		}
-		fmt.Printf("TRACE %.2f rv=%s %v %v\n", o.since(now), job.GetResourceVersion(), conds, rs)
+		fmt.Printf("   trace %s %.2fs: %v %v\n", job.GetName(), o.since(now), conds, rs)
 	}
 	changed := job.GetResourceVersion() != jt.version
 	jt.version = job.GetResourceVersion()

@@ -76,6 +76,11 @@ func (r *Report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "J=%d jobs of 1 PS/Master + %d workers (%d pods), pods run %s, PyTorchJob share %.0f%%, %d foreign pods; %s; %s\n\n",
 		p.Jobs, p.Workers, p.Jobs*(p.Workers+1), p.Duration, p.PyTorchShare*100, p.Foreign, r.Machine, r.Date.Format("2006-01-02"))
+	for _, res := range r.Runs {
+		if res.Incomplete {
+			fmt.Fprintf(&b, "**The %s run timed out**: times it did not reach are 0.\n\n", res.Mode)
+		}
+	}
 	b.WriteString("| | floor (no controller) | kiln | kiln / floor |\n|---|---|---|---|\n")
 	secs := func(name string, get func(*Result) float64) {
 		row := []string{name, "–", "–", "–"}
