@@ -20,6 +20,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -252,13 +253,45 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	return out, own, nil
 }
 
-// keepPodStatus is what kiln reads of a pod: its metadata (without managedFields) and status.
-// The spec, most of a pod's size, is dropped from the cache; kiln never writes a pod it read.
+// keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, labels,
+// owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
+// PodScheduled condition (PyJob), and each container's name, restart count and how it ended.
+// kiln never writes a pod it read, so nothing else is needed.
 func keepPodStatus(obj any) (any, error) {
-	if pod, ok := obj.(*corev1.Pod); ok {
-		pod.ManagedFields, pod.Spec = nil, corev1.PodSpec{}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+		Labels: pod.Labels, OwnerReferences: pod.OwnerReferences,
+	}, Status: corev1.PodStatus{Phase: pod.Status.Phase}}
+	if idx, ok := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
+		slim.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: idx}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	slim.Status.ContainerStatuses = slimContainers(pod.Status.ContainerStatuses)
+	slim.Status.InitContainerStatuses = slimContainers(pod.Status.InitContainerStatuses)
+	return slim, nil
+}
+
+func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, s := range in {
+		out[i] = corev1.ContainerStatus{Name: s.Name, RestartCount: s.RestartCount}
+		if t := s.State.Terminated; t != nil {
+			out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
+		}
+	}
+	return out
 }
 
 // keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
