@@ -14,7 +14,8 @@ import (
 	"github.com/kiln-ml/kiln/internal/servingcert"
 )
 
-// Webhook certificate handling, for the secret access below.
+// Injecting the CA bundle into kiln's own webhook configurations, by name. (The certificate's Secret is
+// reached through a namespaced Role in config/rbac, not this ClusterRole.)
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kiln-defaulting,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;update
 
