@@ -93,14 +93,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
-	if wait := r.statusWait(req.NamespacedName, job, p, now); wait > 0 {
+	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
+	if !changed {
+		r.pending.Delete(req.NamespacedName)
+	} else if wait := r.statusWait(req.NamespacedName, job, p, now); wait > 0 {
 		// Not yet: the next reconcile plans again and writes what is true then, with its
 		// transitions' events and metrics.
 		r.recordEvents(job, events)
 		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, writeErr
 	}
-	if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
-		return reconcile.Result{}, err
+	if changed {
+		if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	r.recordEvents(job, append(p.Events, events...))
 	r.record(job, p, now)
@@ -120,17 +125,13 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 	}
 }
 
-// statusWait is how long the plan's status must wait before it is written: zero when it is
-// unchanged or finishes the job. Otherwise a change waits from when it was first seen (trailing,
+// statusWait is how long the plan's changed status must wait before it is written: zero when
+// it finishes the job. Otherwise a change waits from when it was first seen (trailing,
 // so later changes join it): StatusInterval when a condition turns, ten intervals when only
 // replica counts, the start time or the Created condition changed. Pods starting one after
 // another thus make one write, and a job whose pods start within seconds gets Created and
 // Running in one.
 func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *Plan, now time.Time) time.Duration {
-	if equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status) {
-		r.pending.Delete(key)
-		return 0
-	}
 	if r.opts.StatusInterval <= 0 {
 		return 0
 	}
@@ -234,14 +235,10 @@ func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1
 	return ownPods, ownServices, nil
 }
 
-// patchStatus writes the status once, as a merge patch guarded by the resourceVersion, and only
-// when it changed.
+// patchStatus writes the changed status once, as a merge patch guarded by the resourceVersion.
 // The next reconcile waits until the cache shows the write: planning from an older status could,
 // say, recreate the pods of a job this write just finished.
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
-	if equality.Semantic.DeepEqual(*job.GetJobStatus(), status) {
-		return nil
-	}
 	base := job.DeepCopyObject().(framework.Job)
 	*job.GetJobStatus() = status
 	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)

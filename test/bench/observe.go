@@ -33,11 +33,9 @@ type observer struct {
 	finished  map[string]bool // pods seen Succeeded
 	perJob    map[string]*jobTimes
 	counts    struct{ seen, running, succeeded, statusRunning int }
-	marks     struct{ podsExist, allRunning, allSucceeded, statusRunning, firstSucceeded time.Time }
+	marks     struct{ podsExist, allRunning, allSucceeded, statusRunning time.Time }
 	timeline  []Point
 	done      chan struct{}
-	firstOK   chan struct{}
-	running   chan struct{}
 }
 
 type jobTimes struct {
@@ -60,7 +58,7 @@ func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status
 	o := &observer{
 		cache: c, status: status, trace: trace, expected: map[string]int{}, createdAt: map[string]time.Time{},
 		seen: map[string]bool{}, ran: map[string]bool{}, finished: map[string]bool{}, perJob: map[string]*jobTimes{},
-		done: make(chan struct{}), firstOK: make(chan struct{}), running: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	for _, j := range jobs {
 		o.expected[j.GetName()] = int(framework.TotalReplicas(j.GetReplicaSpecs()))
@@ -165,7 +163,6 @@ func (o *observer) pod(obj any) {
 			jt.runningAt = now
 			if o.counts.running++; o.counts.running == len(o.expected) {
 				o.marks.allRunning = now
-				close(o.running)
 			}
 		}
 	}
@@ -230,10 +227,6 @@ func (o *observer) job(obj any) {
 func (o *observer) succeeded(jt *jobTimes, now time.Time) {
 	jt.succeededAt = now
 	o.counts.succeeded++
-	if o.counts.succeeded == 1 {
-		o.marks.firstSucceeded = now
-		close(o.firstOK)
-	}
 	if o.counts.succeeded == len(o.expected) {
 		o.marks.allSucceeded = now
 		close(o.done)
