@@ -39,8 +39,8 @@ type Options struct {
 	// Parallelism is the number of pod and service writes one reconcile has in flight.
 	Parallelism int
 	// StatusInterval paces status writes: a condition turning is written one interval after it
-	// was first seen, replica counts and Created alone ten intervals after, finishing at once;
-	// changes seen meanwhile join the same write. 0 writes every change at once.
+	// was first seen, replica counts alone ten intervals after, a new job's Created alone thirty,
+	// finishing at once; changes seen meanwhile join the same write. 0 writes every change at once.
 	StatusInterval time.Duration
 }
 
@@ -52,8 +52,8 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	opts     Options
 	expect   *expectations
-	// pending is when each job's unwritten status change was first seen (see Options.StatusInterval).
-	pending sync.Map // types.NamespacedName -> time.Time
+	// pending is when each job's unwritten status change was first seen (see statusWait).
+	pending sync.Map // types.NamespacedName -> pendingStatus
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -126,11 +126,11 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 }
 
 // statusWait is how long the plan's changed status must wait before it is written: zero when
-// it finishes the job. Otherwise a change waits from when it was first seen (trailing,
-// so later changes join it): StatusInterval when a condition turns, ten intervals when only
-// replica counts, the start time or the Created condition changed. Pods starting one after
-// another thus make one write, and a job whose pods start within seconds gets Created and
-// Running in one.
+// it finishes the job. Otherwise the write waits createdIntervals from when a new job's Created
+// was first seen, countsIntervals from when other changes (replica counts) were, and at most
+// conditionIntervals from when a condition turned; changes seen meanwhile join the same write.
+// Pods starting one after another thus make one write, and a job whose pods run within half a
+// minute gets Created and Running in one: two writes for a job that runs and succeeds.
 func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *Plan, now time.Time) time.Duration {
 	if r.opts.StatusInterval <= 0 {
 		return 0
@@ -140,16 +140,36 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *
 			return 0
 		}
 	}
-	interval := countsIntervals * r.opts.StatusInterval
-	if conditionsTurned(job.GetJobStatus(), &p.Status) {
-		interval = r.opts.StatusInterval
+	old := job.GetJobStatus()
+	v, _ := r.pending.LoadOrStore(key, pendingStatus{since: now})
+	pending := v.(pendingStatus)
+	intervals := countsIntervals
+	if getCondition(old, kubeflowv1.JobCreated) == nil {
+		intervals = createdIntervals
 	}
-	since, _ := r.pending.LoadOrStore(key, now)
-	return since.(time.Time).Add(interval).Sub(now)
+	due := pending.since.Add(time.Duration(intervals) * r.opts.StatusInterval)
+	if conditionsTurned(old, &p.Status) {
+		if pending.turned.IsZero() {
+			pending.turned = now
+			r.pending.Store(key, pending)
+		}
+		due = minTime(due, pending.turned.Add(conditionIntervals*r.opts.StatusInterval))
+	}
+	return due.Sub(now)
 }
 
-// countsIntervals is how many status intervals a change of counts alone waits.
-const countsIntervals = 10
+// pendingStatus is when a job's unwritten status change was first seen, and when a condition
+// among it first turned.
+type pendingStatus struct {
+	since, turned time.Time
+}
+
+// How many status intervals a change waits, by what changed (see statusWait).
+const (
+	conditionIntervals = 1
+	countsIntervals    = 10
+	createdIntervals   = 30
+)
 
 // conditionsTurned says whether a condition other than Created appeared or changed status.
 func conditionsTurned(old, now *kubeflowv1.JobStatus) bool {
@@ -162,6 +182,13 @@ func conditionsTurned(old, now *kubeflowv1.JobStatus) bool {
 		}
 	}
 	return false
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func minPositive(a, b time.Duration) time.Duration {

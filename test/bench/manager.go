@@ -26,10 +26,13 @@ type ManagerStats struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
 	// Requests are the manager's API requests by HTTP method; Writes its POST, PUT, PATCH and
-	// DELETE requests by resource (kiln_api_requests_total), and per replica (pod of the workload).
-	Requests         map[string]int `json:"requests"`
-	Writes           map[string]int `json:"writesByResource"`
-	WritesPerReplica float64        `json:"writesPerReplica"`
+	// DELETE requests by resource (kiln_api_requests_total), and per replica (pod of the workload):
+	// all of them, and those the issue's target counts (creating pods and services, status
+	// patches), leaving out events and the deletions cleanPodPolicy asks for.
+	Requests                   map[string]int `json:"requests"`
+	Writes                     map[string]int `json:"writesByResource"`
+	WritesPerReplica           float64        `json:"writesPerReplica"`
+	CreatesAndStatusPerReplica float64        `json:"createsAndStatusPerReplica"`
 }
 
 // managerProcess is `kiln manager` started as users run it, with its admission webhooks.
@@ -138,14 +141,18 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, n := range writes {
+	total, createsAndStatus := 0, 0
+	for key, n := range writes {
 		total += n
+		if key == "POST pods" || key == "POST services" || strings.HasPrefix(key, http.MethodPatch+" ") && strings.HasSuffix(key, "/status") {
+			createsAndStatus += n
+		}
 	}
 	return &ManagerStats{
 		CPUSeconds: (utime + stime) / 100, // USER_HZ is 100 on Linux
-		PeakRSSMiB: hwmKiB / 1024, Requests: requests,
-		Writes: writes, WritesPerReplica: float64(total) / float64(pods),
+		PeakRSSMiB: hwmKiB / 1024, Requests: requests, Writes: writes,
+		WritesPerReplica:           float64(total) / float64(pods),
+		CreatesAndStatusPerReplica: float64(createsAndStatus) / float64(pods),
 	}, nil
 }
 

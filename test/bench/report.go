@@ -118,7 +118,8 @@ func (r *Report) markdown() string {
 		other("manager CPU", "", fmt.Sprintf("%.1f s", m.CPUSeconds))
 		other("manager peak RSS", "", fmt.Sprintf("%.0f MiB", m.PeakRSSMiB))
 		other("manager requests", "", verbs(m.Requests))
-		other("manager writes per replica", "", fmt.Sprintf("%.2f (%s)", m.WritesPerReplica, verbs(m.Writes)))
+		other("manager writes per replica: pods + services + status", "", fmt.Sprintf("%.2f", m.CreatesAndStatusPerReplica))
+		other("manager writes per replica: all", "", fmt.Sprintf("%.2f (%s)", m.WritesPerReplica, verbs(m.Writes)))
 		w := kiln.StatusWritesWhileRunning
 		other("job status writes while it just runs (mean, max)", "", fmt.Sprintf("%.2f, %d", w.Mean, w.Max))
 	}

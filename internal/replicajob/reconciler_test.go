@@ -1,0 +1,62 @@
+package replicajob
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kiln-ml/kiln/test/builder"
+)
+
+// TestStatusWait follows one job through its life, writing the status whenever statusWait
+// says so, and checks how long each change waits.
+func TestStatusWait(t *testing.T) {
+	r := &Reconciler{opts: Options{StatusInterval: time.Second}}
+	key := types.NamespacedName{Namespace: "ns", Name: "dist"}
+	w := newWorld(tf, builder.TFJob("dist", "ns").Replicas("PS", 1).Replicas("Worker", 2))
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	wait := func(when time.Time) time.Duration {
+		t.Helper()
+		return r.statusWait(key, w.job, w.plan(t), when)
+	}
+	write := func() {
+		t.Helper()
+		*w.job.GetJobStatus() = w.plan(t).Status
+		r.pending.Delete(key)
+	}
+	steps := []struct {
+		name string
+		do   func()
+		when time.Duration
+		want time.Duration
+	}{
+		{"a new job's Created alone waits thirty intervals", func() {}, 0, 30 * time.Second},
+		{"from when it was first seen", func() {}, 12 * time.Second, 18 * time.Second},
+		{"pods all pending: still Created alone", func() { w.all(corev1.PodPending) }, 20 * time.Second, 10 * time.Second},
+		{"a worker runs: Running joins Created, one interval after it was seen", func() { w.pod("Worker", 0, corev1.PodRunning, 0) },
+			25 * time.Second, time.Second},
+		{"pods running meanwhile join that write", func() { w.pod("Worker", 1, corev1.PodRunning, 0) },
+			25*time.Second + 500*time.Millisecond, 500 * time.Millisecond},
+		{"then it is due", func() {}, 26 * time.Second, 0},
+		{"after that write, counts alone wait ten intervals", func() { write(); w.pod("PS", 0, corev1.PodRunning, 0) },
+			27 * time.Second, 10 * time.Second},
+		{"counts seen meanwhile join the same write", func() { w.pod("Worker", 1, corev1.PodSucceeded, 0) },
+			30 * time.Second, 7 * time.Second},
+		{"worker 0 succeeds: the job finishes, written at once", func() { w.pod("Worker", 0, corev1.PodSucceeded, 0) },
+			31 * time.Second, 0},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := wait(at(s.when)); got != s.want {
+			t.Fatalf("%s: statusWait at %v = %v, want %v", s.name, s.when, got, s.want)
+		}
+	}
+
+	r.opts.StatusInterval = 0
+	w = newWorld(tf, builder.TFJob("dist", "ns").Replicas("Worker", 1))
+	if got := wait(now); got != 0 {
+		t.Errorf("StatusInterval 0: statusWait = %v, want 0 (every change at once)", got)
+	}
+}
