@@ -65,18 +65,24 @@ type planner struct {
 	fw   framework.Framework
 	job  framework.Job
 	now  metav1.Time
+	seen metav1.Time
 	kids children
 	plan *Plan
 }
 
-// plan decides one reconcile of a defaulted job, given its children seen now.
-func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (*Plan, error) {
+// plan decides one reconcile of a defaulted job, given its children seen now. seen is when the
+// job's status change not yet written was first seen (zero: now): a paced first write still
+// says the job was created and started then.
+func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now, seen time.Time) (*Plan, error) {
+	if seen.IsZero() || seen.After(now) {
+		seen = now
+	}
 	p := &planner{
-		fw: fw, job: job, now: metav1.NewTime(now),
+		fw: fw, job: job, now: metav1.NewTime(now), seen: metav1.NewTime(seen),
 		kids: groupChildren(fw, job, pods, services),
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
-	p.setCondition(kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
+	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
 	invalid, _ := Validate(fw, job, nil)
 	switch {
 	case isFinished(&p.plan.Status):
@@ -101,9 +107,13 @@ func isSuspended(job framework.Job) bool {
 
 // setCondition records a condition and, when it is a transition worth telling, its event.
 func (p *planner) setCondition(t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
+	p.setConditionAt(p.now, t, status, reason, msg)
+}
+
+func (p *planner) setConditionAt(at metav1.Time, t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
 	c := kubeflowv1.JobCondition{Type: t, Status: status, Reason: p.fw.Kind + reason, Message: msg}
 	first := getCondition(&p.plan.Status, t) == nil
-	if !setCondition(&p.plan.Status, c, p.now) {
+	if !setCondition(&p.plan.Status, c, at) {
 		return
 	}
 	if status == corev1.ConditionTrue {
@@ -132,7 +142,7 @@ func (p *planner) active() error {
 		st.StartTime = &p.now
 	}
 	if st.StartTime == nil {
-		st.StartTime = &p.now
+		st.StartTime = &p.seen
 	}
 	p.deleteStrays()
 	replicas := framework.Replicas{}

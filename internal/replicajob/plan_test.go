@@ -98,7 +98,7 @@ func (w *world) service(name string) *corev1.Service {
 
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
-	p, err := plan(w.fw, w.job, w.pods, w.services, now)
+	p, err := plan(w.fw, w.job, w.pods, w.services, now, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,5 +341,18 @@ func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
 	}
 	if *job.GetRunPolicy().CleanPodPolicy != kubeflowv1.CleanPodPolicyAll {
 		t.Errorf("cleanPodPolicy = %v, want the operator default All", *job.GetRunPolicy().CleanPodPolicy)
+	}
+}
+
+// A first status write that was paced still says when kiln first saw the job.
+func TestPlanStartsAJobWhenFirstSeen(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("late", "ns").Replicas("Worker", 1))
+	seen := now.Add(-20 * time.Second)
+	p, err := plan(w.fw, w.job, w.pods, w.services, now, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status; st.StartTime == nil || !st.StartTime.Time.Equal(seen) || !last(st).LastTransitionTime.Time.Equal(seen) {
+		t.Errorf("startTime %v, Created at %v; want both %v", st.StartTime, last(st).LastTransitionTime, seen)
 	}
 }

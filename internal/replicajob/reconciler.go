@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 	desired := job.DeepCopyObject().(framework.Job)
 	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
-	p, err := plan(r.fw, desired, pods, services, now)
+	p, err := plan(r.fw, desired, pods, services, now, r.pendingOf(req.NamespacedName, job).since)
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)
@@ -141,8 +141,11 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *
 		}
 	}
 	old := job.GetJobStatus()
-	v, _ := r.pending.LoadOrStore(key, pendingStatus{since: now})
-	pending := v.(pendingStatus)
+	pending := r.pendingOf(key, job)
+	if pending.since.IsZero() {
+		pending = pendingStatus{uid: job.GetUID(), since: now}
+		r.pending.Store(key, pending)
+	}
 	intervals := countsIntervals
 	if getCondition(old, kubeflowv1.JobCreated) == nil {
 		intervals = createdIntervals
@@ -161,7 +164,16 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *
 // pendingStatus is when a job's unwritten status change was first seen, and when a condition
 // among it first turned.
 type pendingStatus struct {
+	uid           types.UID
 	since, turned time.Time
+}
+
+// pendingOf is the job's pendingStatus; zero if none (or only one of a deleted job of the same name).
+func (r *Reconciler) pendingOf(key types.NamespacedName, job framework.Job) pendingStatus {
+	if v, ok := r.pending.Load(key); ok && v.(pendingStatus).uid == job.GetUID() {
+		return v.(pendingStatus)
+	}
+	return pendingStatus{}
 }
 
 // How many status intervals a change waits, by what changed (see statusWait).
