@@ -9,27 +9,17 @@ package manager
 import (
 	"context"
 	"fmt"
-
-	"github.com/go-logr/logr"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -251,99 +241,4 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 		out = append(out, fw)
 	}
 	return out, own, nil
-}
-
-// keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, labels,
-// owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
-// PodScheduled condition (PyJob), and each container's name, restart count and how it ended.
-// kiln never writes a pod it read, so nothing else is needed.
-func keepPodStatus(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
-		Labels: pod.Labels, OwnerReferences: pod.OwnerReferences,
-	}, Status: corev1.PodStatus{Phase: pod.Status.Phase}}
-	if idx, ok := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
-		slim.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: idx}
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
-		}
-	}
-	slim.Status.ContainerStatuses = slimContainers(pod.Status.ContainerStatuses)
-	slim.Status.InitContainerStatuses = slimContainers(pod.Status.InitContainerStatuses)
-	return slim, nil
-}
-
-func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.ContainerStatus, len(in))
-	for i, s := range in {
-		out[i] = corev1.ContainerStatus{Name: s.Name, RestartCount: s.RestartCount}
-		if t := s.State.Terminated; t != nil {
-			out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
-		}
-	}
-	return out
-}
-
-// keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
-func keepServiceMeta(obj any) (any, error) {
-	if svc, ok := obj.(*corev1.Service); ok {
-		svc.ManagedFields, svc.Spec = nil, corev1.ServiceSpec{}
-	}
-	return obj, nil
-}
-
-// cacheOptions keep the informers small: pods and services only when they carry the
-// operator-name label of an enabled kind (DECISIONS #12), batch Jobs and claims only when they
-// carry a PyJob's name, no managedFields on anything, and pods and services without the specs
-// kiln never reads.
-func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
-	names := make([]string, 0, len(frameworks)+1)
-	for _, fw := range frameworks {
-		names = append(names, fw.ControllerName)
-	}
-	if pyJobs {
-		names = append(names, pyjob.ControllerName)
-	}
-	slices.Sort(names)
-	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
-	if err != nil {
-		panic(err) // controller names are constants and valid label values
-	}
-	owned := labels.NewSelector().Add(*req)
-	hasPyJob, err := labels.NewRequirement(pyjob.LabelPyJob, selection.Exists, nil)
-	if err != nil {
-		panic(err)
-	}
-	ofPyJob := cache.ByObject{Label: labels.NewSelector().Add(*hasPyJob)}
-	hasService, err := labels.NewRequirement(inferenceservice.LabelService, selection.Exists, nil)
-	if err != nil {
-		panic(err)
-	}
-	ofService := cache.ByObject{Label: labels.NewSelector().Add(*hasService)}
-	opts := cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus},
-			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta},
-			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
-			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
-		},
-		DefaultTransform: cache.TransformStripManagedFields(),
-	}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	return opts
 }

@@ -1,0 +1,154 @@
+package manager
+
+import (
+	"slices"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
+	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+// keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, labels,
+// owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
+// PodScheduled condition (PyJob), and each container's name, restart count and how it ended.
+// kiln never writes a pod it read, so nothing else is needed.
+func keepPodStatus(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+		Labels: keepLabels(pod.Labels), OwnerReferences: pod.OwnerReferences,
+	}, Status: corev1.PodStatus{Phase: pod.Status.Phase}}
+	if idx, ok := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
+		slim.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: idx}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	slim.Status.ContainerStatuses = slimContainers(pod.Status.ContainerStatuses)
+	slim.Status.InitContainerStatuses = slimContainers(pod.Status.InitContainerStatuses)
+	return slim, nil
+}
+
+func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, s := range in {
+		out[i] = corev1.ContainerStatus{Name: s.Name, RestartCount: s.RestartCount}
+		if t := s.State.Terminated; t != nil {
+			out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
+		}
+	}
+	return out
+}
+
+// keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
+func keepServiceMeta(obj any) (any, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		svc.ManagedFields, svc.Spec = nil, corev1.ServiceSpec{}
+		svc.Labels = keepLabels(svc.Labels)
+	}
+	return obj, nil
+}
+
+// keepLabels is what kiln reads of a cached pod's or service's labels: the replica type and
+// index (the engine groups a job's children by them), or the PyJob's name (PyJob lists its
+// pods by it). Every child of the same replica type and index shares one map: at 10,000 pods
+// and services the labels were a third of the cache, and cached objects are only read (readers
+// get deep copies).
+func keepLabels(l map[string]string) map[string]string {
+	if name, ok := l[pyjob.LabelPyJob]; ok {
+		return map[string]string{pyjob.LabelPyJob: name}
+	}
+	rtype, ok := l[kubeflowv1.LabelReplicaType]
+	if !ok {
+		return nil
+	}
+	return replicaLabels.get(rtype, l[kubeflowv1.LabelReplicaIndex])
+}
+
+// replicaLabels are the label maps shared by cached children; as many as replica types times
+// indexes ever seen.
+var replicaLabels = sharedLabels{sets: map[[2]string]map[string]string{}}
+
+type sharedLabels struct {
+	mu   sync.Mutex
+	sets map[[2]string]map[string]string
+}
+
+func (s *sharedLabels) get(rtype, index string) map[string]string {
+	key := [2]string{rtype, index}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.sets[key]
+	if !ok {
+		l = map[string]string{kubeflowv1.LabelReplicaType: rtype, kubeflowv1.LabelReplicaIndex: index}
+		s.sets[key] = l
+	}
+	return l
+}
+
+// cacheOptions keep the informers small: pods and services only when they carry the
+// operator-name label of an enabled kind (DECISIONS #12), batch Jobs and claims only when they
+// carry a PyJob's name, no managedFields on anything, and pods and services without the specs
+// kiln never reads.
+func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
+	names := make([]string, 0, len(frameworks)+1)
+	for _, fw := range frameworks {
+		names = append(names, fw.ControllerName)
+	}
+	if pyJobs {
+		names = append(names, pyjob.ControllerName)
+	}
+	slices.Sort(names)
+	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
+	if err != nil {
+		panic(err) // controller names are constants and valid label values
+	}
+	owned := labels.NewSelector().Add(*req)
+	hasPyJob, err := labels.NewRequirement(pyjob.LabelPyJob, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	ofPyJob := cache.ByObject{Label: labels.NewSelector().Add(*hasPyJob)}
+	hasService, err := labels.NewRequirement(inferenceservice.LabelService, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	ofService := cache.ByObject{Label: labels.NewSelector().Add(*hasService)}
+	opts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus},
+			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta},
+			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
+			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}

@@ -1,0 +1,61 @@
+package manager
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+)
+
+func TestCachedChildrenKeepOnlyTheLabelsKilnReads(t *testing.T) {
+	child := func(job, rtype, index string) map[string]string {
+		return map[string]string{
+			kubeflowv1.LabelOperatorName: "tfjob-controller", kubeflowv1.LabelJobName: job,
+			kubeflowv1.LabelReplicaType: rtype, kubeflowv1.LabelReplicaIndex: index,
+			kubeflowv1.LabelJobRole: "master", "team": "vision",
+		}
+	}
+	podOf := func(l map[string]string) *corev1.Pod {
+		obj, err := keepPodStatus(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: l}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*corev1.Pod)
+	}
+	serviceOf := func(l map[string]string) *corev1.Service {
+		obj, err := keepServiceMeta(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: l},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*corev1.Service)
+	}
+
+	a, b := podOf(child("a", "worker", "3")), serviceOf(child("b", "worker", "3"))
+	want := map[string]string{kubeflowv1.LabelReplicaType: "worker", kubeflowv1.LabelReplicaIndex: "3"}
+	if diff := cmp.Diff(want, a.Labels); diff != "" {
+		t.Errorf("cached pod labels (-want +got):\n%s", diff)
+	}
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("worker 3 of two jobs: the cached pod and service do not share one label map")
+	}
+	if b.Spec.ClusterIP != "" {
+		t.Errorf("cached service keeps its spec (clusterIP %q)", b.Spec.ClusterIP)
+	}
+	if c := podOf(child("a", "worker", "4")); reflect.ValueOf(c.Labels).UnsafePointer() == reflect.ValueOf(a.Labels).UnsafePointer() {
+		t.Error("worker 3 and worker 4 share a label map")
+	}
+
+	p := podOf(map[string]string{pyjob.LabelPyJob: "train", "batch.kubernetes.io/job-name": "train"})
+	if diff := cmp.Diff(map[string]string{pyjob.LabelPyJob: "train"}, p.Labels); diff != "" {
+		t.Errorf("cached PyJob pod labels (-want +got):\n%s", diff)
+	}
+	if l := podOf(map[string]string{"app": "x"}).Labels; l != nil {
+		t.Errorf("a pod with none of kiln's labels keeps %v", l)
+	}
+}
