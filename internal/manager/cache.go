@@ -20,8 +20,8 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
-// keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, labels,
-// owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
+// keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
+// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
 // PodScheduled condition (PyJob), and each container's name, restart count and how it ended.
 // kiln never writes a pod it read, so nothing else is needed.
 func keepPodStatus(obj any) (any, error) {

@@ -27,8 +27,8 @@ type ManagerStats struct {
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
 	// Requests are the manager's API requests by HTTP method; Writes its POST, PUT, PATCH and
 	// DELETE requests by resource (kiln_api_requests_total), and per replica (pod of the workload):
-	// all of them, and those the issue's target counts (creating pods and services, status
-	// patches), leaving out events and the deletions cleanPodPolicy asks for.
+	// all of them, and those every job needs (creating its pods and services, status patches),
+	// leaving out events and the deletions cleanPodPolicy asks for.
 	Requests                   map[string]int `json:"requests"`
 	Writes                     map[string]int `json:"writesByResource"`
 	WritesPerReplica           float64        `json:"writesPerReplica"`
