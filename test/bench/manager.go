@@ -169,16 +169,12 @@ func (m *managerProcess) requests() (map[string]int, map[string]int, error) {
 		return nil, nil, err
 	}
 	byMethod, writes := map[string]int{}, map[string]int{}
-	for _, s := range families["kiln_api_requests_total"].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range s.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		n := int(s.GetCounter().GetValue())
-		byMethod[labels["method"]] += n
-		switch labels["method"] {
+	for _, m := range families["kiln_api_requests_total"].GetMetric() {
+		n, method := int(m.GetCounter().GetValue()), label(m, "method")
+		byMethod[method] += n
+		switch method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			writes[labels["method"]+" "+labels["resource"]] += n
+			writes[method+" "+label(m, "resource")] += n
 		}
 	}
 	return byMethod, writes, nil
@@ -207,26 +203,4 @@ func (m *managerProcess) save(path, file string, timeout time.Duration) {
 	}
 	defer f.Close()
 	_, _ = io.Copy(f, resp.Body)
-}
-
-// sumBy sums a counter's samples by one label.
-func sumBy(r io.Reader, metric, label string) (map[string]int, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	f, ok := families[metric]
-	if !ok {
-		return out, nil
-	}
-	for _, s := range f.Metric {
-		for _, l := range s.Label {
-			if l.GetName() == label {
-				out[l.GetValue()] += int(s.GetCounter().GetValue())
-			}
-		}
-	}
-	return out, nil
 }

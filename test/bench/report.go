@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -110,6 +111,13 @@ func (r *Report) markdown() string {
 		return verbs(res.APIServerRequests)
 	}
 	other("apiserver requests served", apiserver(floor), apiserver(kiln))
+	busiest := func(res *Result) string {
+		if res == nil {
+			return "–"
+		}
+		return topSeconds(res.APIServerSeconds, 5)
+	}
+	other("apiserver request seconds, top 5", busiest(floor), busiest(kiln))
 	if kiln != nil && kiln.Manager != nil {
 		m := kiln.Manager
 		if kiln.StatusRunning > 0 {
@@ -183,4 +191,18 @@ func (r *Report) svg() string {
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// topSeconds lists the n largest entries of m, largest first.
+func topSeconds(m map[string]float64, n int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
+	parts := make([]string, 0, n)
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f s", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -52,8 +55,11 @@ type Result struct {
 	// TimeToRunning are percentiles of each job's creation until all its pods run.
 	TimeToRunning     Percentiles    `json:"timeToRunningSeconds"`
 	APIServerRequests map[string]int `json:"apiserverRequests"`
-	Manager           *ManagerStats  `json:"manager,omitempty"`
-	Timeline          []Point        `json:"timeline"`
+	// APIServerSeconds are the seconds the apiserver's requests took, by verb and resource:
+	// where its time went (webhooks and etcd included), not its CPU.
+	APIServerSeconds map[string]float64 `json:"apiserverSecondsByResource"`
+	Manager          *ManagerStats      `json:"manager,omitempty"`
+	Timeline         []Point            `json:"timeline"`
 }
 
 // Percentiles of a distribution, in seconds.
@@ -139,7 +145,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		return nil, err
 	}
 	defer obs.stop()
-	apiBefore, err := apiserverRequests(ctx, kube)
+	apiBefore, secondsBefore, err := apiserverLoad(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +170,11 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	}
 	res := obs.result(mode)
 	res.Incomplete = waitErr != nil
-	apiAfter, err := apiserverRequests(ctx, kube)
+	apiAfter, secondsAfter, err := apiserverLoad(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
-	res.APIServerRequests = diff(apiAfter, apiBefore)
+	res.APIServerRequests, res.APIServerSeconds = diff(apiAfter, apiBefore), diff(secondsAfter, secondsBefore)
 	if mgr != nil {
 		if res.Manager, err = mgr.stats(pods); err != nil {
 			return nil, err
@@ -301,16 +307,41 @@ func createForeign(ctx context.Context, c client.Client, n, nodes, width int) er
 }
 
 // apiserverRequests sums the apiserver's apiserver_request_total by verb.
-func apiserverRequests(ctx context.Context, kube kubernetes.Interface) (map[string]int, error) {
+// apiserverLoad reads the apiserver's requests served, by verb, and the seconds they took, by
+// verb and resource (watches and other long-running requests left out).
+func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (map[string]int, map[string]float64, error) {
 	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
-	return sumBy(strings.NewReader(string(body)), "apiserver_request_total", "verb")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	requests, seconds := map[string]int{}, map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		requests[label(m, "verb")] += int(m.GetCounter().GetValue())
+	}
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		if verb := label(m, "verb"); verb != "WATCH" && verb != "CONNECT" { // long-running: their time is not work
+			seconds[verb+" "+label(m, "resource")] += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return requests, seconds, nil
 }
 
-func diff(after, before map[string]int) map[string]int {
-	out := map[string]int{}
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func diff[V int | float64](after, before map[string]V) map[string]V {
+	out := map[string]V{}
 	for k, v := range after {
 		if d := v - before[k]; d > 0 {
 			out[k] = d
