@@ -87,7 +87,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 
 	desired := job.DeepCopyObject().(framework.Job)
 	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
-	p, err := plan(r.fw, desired, pods, services, now, r.pendingOf(req.NamespacedName, job).since)
+	pending := r.pendingOf(req.NamespacedName, job)
+	p, err := plan(r.fw, desired, pods, services, now, pending.since)
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)
@@ -96,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
 	if !changed {
 		r.pending.Delete(req.NamespacedName)
-	} else if wait := r.statusWait(req.NamespacedName, job, p, now); wait > 0 {
+	} else if wait := r.statusWait(req.NamespacedName, job, pending, p, now); wait > 0 {
 		// Not yet: the next reconcile plans again and writes what is true then, with its
 		// transitions' events and metrics.
 		r.recordEvents(job, events)
@@ -131,7 +132,8 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 // conditionIntervals from when a condition turned; changes seen meanwhile join the same write.
 // Pods starting one after another thus make one write, and a job whose pods run within half a
 // minute gets Created and Running in one: two writes for a job that runs and succeeds.
-func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *Plan, now time.Time) time.Duration {
+// pending is the job's pendingStatus as the reconcile found it.
+func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pending pendingStatus, p *Plan, now time.Time) time.Duration {
 	if r.opts.StatusInterval <= 0 {
 		return 0
 	}
@@ -141,7 +143,6 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, p *
 		}
 	}
 	old := job.GetJobStatus()
-	pending := r.pendingOf(key, job)
 	if pending.since.IsZero() {
 		pending = pendingStatus{uid: job.GetUID(), since: now}
 		r.pending.Store(key, pending)

@@ -19,7 +19,7 @@ func TestStatusWait(t *testing.T) {
 	at := func(d time.Duration) time.Time { return now.Add(d) }
 	wait := func(when time.Time) time.Duration {
 		t.Helper()
-		return r.statusWait(key, w.job, w.plan(t), when)
+		return r.statusWait(key, w.job, r.pendingOf(key, w.job), w.plan(t), when)
 	}
 	write := func() {
 		t.Helper()

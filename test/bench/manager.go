@@ -13,9 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/test/testenv"
@@ -163,8 +160,7 @@ func (m *managerProcess) requests() (map[string]int, map[string]int, error) {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := metricFamilies(resp.Body)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -306,7 +307,6 @@ func createForeign(ctx context.Context, c client.Client, n, nodes, width int) er
 	})
 }
 
-// apiserverRequests sums the apiserver's apiserver_request_total by verb.
 // apiserverLoad reads the apiserver's requests served, by verb, and the seconds they took, by
 // verb and resource (watches and other long-running requests left out).
 func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (map[string]int, map[string]float64, error) {
@@ -314,8 +314,7 @@ func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (map[string]i
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	families, err := metricFamilies(bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
@@ -329,6 +328,12 @@ func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (map[string]i
 		}
 	}
 	return requests, seconds, nil
+}
+
+// metricFamilies parses Prometheus text exposition.
+func metricFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 func label(m *dto.Metric, name string) string {
