@@ -46,5 +46,5 @@ fuzz: ## Run each fuzz target for FUZZ_BUDGET executions.
 run: build ## A local cluster, kiln and the samples; Ctrl-C tears it down.
 	@tools=$$(bash hack/tools.sh) && ./bin/kiln dev --tools "$$tools"
 
-bench: build ## Benchmark kiln against the apiserver's floor; J, W, D, FOREIGN, PYTORCH, MODES, PROFILE, OUT tune it.
+bench: build ## Benchmark kiln against the apiserver's floor; J, W, D, FOREIGN, PYTORCH, MODES, ROUNDS, PROFILE, OUT tune it.
 	@KILN_TOOLS_DIR=$(TOOLS) $(GO) run ./test/bench

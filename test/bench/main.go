@@ -37,6 +37,7 @@ type Params struct {
 	PyTorchShare float64       `json:"pytorchShare"`
 	Foreign      int           `json:"foreignPods"`
 	Parallelism  int           `json:"clientParallelism"`
+	Rounds       int           `json:"rounds"`
 	Trace        string        `json:"-"`
 }
 
@@ -52,11 +53,15 @@ func main() {
 	fs.IntVar(&p.Foreign, "foreign", envInt("FOREIGN", 0), "pods kiln does not own created before the run")
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
+	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor, kiln")
 	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
 	_ = fs.Parse(os.Args[1:])
+	if p.Rounds < 1 {
+		fail(fmt.Errorf("-rounds must be at least 1, not %d", p.Rounds))
+	}
 	if tools == "" {
 		fail(fmt.Errorf("-tools (or KILN_TOOLS_DIR) must name the folder hack/tools.sh prints: run `make bench`"))
 	}
@@ -69,13 +74,23 @@ func main() {
 		fail(err)
 	}
 	r := &Report{Params: p, Machine: machine()}
-	for _, mode := range splitModes(modes) {
-		fmt.Printf("== %s run: J=%d W=%d D=%s foreign=%d\n", mode, p.Jobs, p.Workers, p.Duration, p.Foreign)
-		res, err := run(ctx, mode, p, tools, dir, profile)
-		if err != nil {
-			fail(fmt.Errorf("%s run: %w", mode, err))
+	for round := 1; round <= p.Rounds; round++ {
+		logs := dir // the clusters' and the manager's logs, and profiles
+		if p.Rounds > 1 {
+			logs = filepath.Join(dir, fmt.Sprintf("round-%d", round))
+			if err := os.MkdirAll(logs, 0o755); err != nil {
+				fail(err)
+			}
 		}
-		r.Runs = append(r.Runs, res)
+		for _, mode := range splitModes(modes) {
+			fmt.Printf("== %s run %d/%d: J=%d W=%d D=%s foreign=%d\n", mode, round, p.Rounds, p.Jobs, p.Workers, p.Duration, p.Foreign)
+			res, err := run(ctx, mode, p, tools, logs, profile)
+			if err != nil {
+				fail(fmt.Errorf("%s run %d: %w", mode, round, err))
+			}
+			res.Round = round
+			r.Runs = append(r.Runs, res)
+		}
 	}
 	if err := r.write(dir); err != nil {
 		fail(err)

@@ -30,6 +30,9 @@ type ManagerStats struct {
 	Writes                     map[string]int `json:"writesByResource"`
 	WritesPerReplica           float64        `json:"writesPerReplica"`
 	CreatesAndStatusPerReplica float64        `json:"createsAndStatusPerReplica"`
+	// WebhookSeconds are the seconds kiln's webhook handlers took, by path
+	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait is transport.
+	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
 }
 
 // managerProcess is `kiln manager` started as users run it, with its admission webhooks.
@@ -134,7 +137,7 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 			hwmKiB, _ = strconv.ParseFloat(strings.Fields(line)[1], 64)
 		}
 	}
-	requests, writes, err := m.requests()
+	requests, writes, webhooks, err := m.requests()
 	if err != nil {
 		return nil, err
 	}
@@ -150,21 +153,23 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 		PeakRSSMiB: hwmKiB / 1024, Requests: requests, Writes: writes,
 		WritesPerReplica:           float64(total) / float64(pods),
 		CreatesAndStatusPerReplica: float64(createsAndStatus) / float64(pods),
+		WebhookSeconds:             webhooks,
 	}, nil
 }
 
-// requests reads the manager's requests by method, and its writes by resource.
-func (m *managerProcess) requests() (map[string]int, map[string]int, error) {
+// requests reads the manager's requests by method, its writes by resource and its webhook
+// handlers' seconds by path.
+func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks map[string]float64, err error) {
 	resp, err := http.Get("http://" + m.metrics + "/metrics")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer resp.Body.Close()
 	families, err := metricFamilies(resp.Body)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	byMethod, writes := map[string]int{}, map[string]int{}
+	byMethod, writes, webhooks = map[string]int{}, map[string]int{}, map[string]float64{}
 	for _, m := range families["kiln_api_requests_total"].GetMetric() {
 		n, method := int(m.GetCounter().GetValue()), label(m, "method")
 		byMethod[method] += n
@@ -173,7 +178,10 @@ func (m *managerProcess) requests() (map[string]int, map[string]int, error) {
 			writes[method+" "+label(m, "resource")] += n
 		}
 	}
-	return byMethod, writes, nil
+	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
+		webhooks[label(m, "webhook")] += m.GetHistogram().GetSampleSum()
+	}
+	return byMethod, writes, webhooks, nil
 }
 
 // profile saves a CPU profile of the next d.

@@ -45,13 +45,25 @@ func splitModes(s string) []string {
 	return out
 }
 
+// run is mode's median run by the time until every pod exists (its only run with one round).
 func (r *Report) run(mode string) *Result {
+	runs := r.runs(mode)
+	if len(runs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(runs, func(a, b *Result) int { return cmp.Compare(a.PodsExist, b.PodsExist) })
+	return runs[(len(runs)-1)/2]
+}
+
+// runs are mode's runs, in the order they were made.
+func (r *Report) runs(mode string) []*Result {
+	var out []*Result
 	for _, res := range r.Runs {
 		if res.Mode == mode {
-			return res
+			out = append(out, res)
 		}
 	}
-	return nil
+	return out
 }
 
 // write saves result.json, result.md and timeline.svg in dir.
@@ -79,8 +91,11 @@ func (r *Report) markdown() string {
 		p.Jobs, p.Workers, p.Jobs*(p.Workers+1), p.Duration, p.PyTorchShare*100, p.Foreign, r.Machine, r.Date.Format("2006-01-02"))
 	for _, res := range r.Runs {
 		if res.Incomplete {
-			fmt.Fprintf(&b, "**The %s run timed out**: times it did not reach are 0.\n\n", res.Mode)
+			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
 		}
+	}
+	if p.Rounds > 1 {
+		fmt.Fprintf(&b, "%d rounds, the modes alternating; each column is that mode's median round by the time until every pod exists.\n\n", p.Rounds)
 	}
 	b.WriteString("| | floor (no controller) | kiln | kiln / floor |\n|---|---|---|---|\n")
 	secs := func(name string, get func(*Result) float64) {
@@ -97,6 +112,9 @@ func (r *Report) markdown() string {
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	secs("every pod exists", func(r *Result) float64 { return r.PodsExist })
+	if p.Rounds > 1 {
+		b.WriteString(r.rounds() + "\n")
+	}
 	secs("every job's pods run", func(r *Result) float64 { return r.AllRunning })
 	secs("every job succeeded", func(r *Result) float64 { return r.AllSucceeded })
 	secs("job time-to-running p50", func(r *Result) float64 { return r.TimeToRunning.P50 })
@@ -118,6 +136,12 @@ func (r *Report) markdown() string {
 		return topSeconds(res.APIServerSeconds, 5)
 	}
 	other("apiserver request seconds, top 5", busiest(floor), busiest(kiln))
+	if kiln != nil && len(kiln.WebhookSeconds) > 0 {
+		other("of which waiting on admission webhooks", "", topSeconds(kiln.WebhookSeconds, len(kiln.WebhookSeconds)))
+	}
+	if kiln != nil && kiln.Manager != nil && len(kiln.Manager.WebhookSeconds) > 0 {
+		other("kiln's webhook handlers", "", topSeconds(kiln.Manager.WebhookSeconds, len(kiln.Manager.WebhookSeconds)))
+	}
 	if kiln != nil && kiln.Manager != nil {
 		m := kiln.Manager
 		if kiln.StatusRunning > 0 {
@@ -147,11 +171,36 @@ func verbs(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// svg draws jobs running and succeeded over time for every run.
+// rounds is the table row of every round's time until every pod exists, and their ratios.
+func (r *Report) rounds() string {
+	floor, kiln := r.runs("floor"), r.runs("kiln")
+	list := func(runs []*Result) string {
+		parts := make([]string, len(runs))
+		for i, res := range runs {
+			parts[i] = fmt.Sprintf("%.1f", res.PodsExist)
+		}
+		return strings.Join(parts, ", ") + " s"
+	}
+	var ratios []string
+	for i := range min(len(floor), len(kiln)) {
+		if floor[i].PodsExist > 0 {
+			ratios = append(ratios, fmt.Sprintf("%.2f×", kiln[i].PodsExist/floor[i].PodsExist))
+		}
+	}
+	return fmt.Sprintf("| every pod exists, each round | %s | %s | %s |", list(floor), list(kiln), strings.Join(ratios, ", "))
+}
+
+// svg draws jobs running and succeeded over time for each mode's median run.
 func (r *Report) svg() string {
+	var shown []*Result
+	for _, mode := range []string{"floor", "kiln"} {
+		if res := r.run(mode); res != nil {
+			shown = append(shown, res)
+		}
+	}
 	const w, h, left, bottom, top, right = 720.0, 360.0, 60.0, 40.0, 30.0, 150.0
 	tmax, ymax := 1.0, float64(r.Params.Jobs)
-	for _, res := range r.Runs {
+	for _, res := range shown {
 		for _, pt := range res.Timeline {
 			tmax = max(tmax, pt.T)
 		}
@@ -171,7 +220,7 @@ func (r *Report) svg() string {
 	}
 	colors := map[string][2]string{"floor": {"#999999", "#333333"}, "kiln": {"#f4a261", "#d62828"}}
 	legend := 0
-	for _, res := range r.Runs {
+	for _, res := range shown {
 		for i, series := range []string{"running", "succeeded"} {
 			var pts []string
 			for _, pt := range res.Timeline {

@@ -39,8 +39,9 @@ const (
 
 // Result is what one run measured. Times are seconds from the first create request.
 type Result struct {
-	Mode string `json:"mode"`
-	Pods int    `json:"pods"`
+	Mode  string `json:"mode"`
+	Round int    `json:"round"`
+	Pods  int    `json:"pods"`
 	// Incomplete is set when the run timed out; times not reached are 0.
 	Incomplete bool `json:"incomplete,omitempty"`
 	// PodsExist: every pod has been seen; AllRunning: every job's pods have all run;
@@ -59,8 +60,11 @@ type Result struct {
 	// APIServerSeconds are the seconds the apiserver's requests took, by verb and resource:
 	// where its time went (webhooks and etcd included), not its CPU.
 	APIServerSeconds map[string]float64 `json:"apiserverSecondsByResource"`
-	Manager          *ManagerStats      `json:"manager,omitempty"`
-	Timeline         []Point            `json:"timeline"`
+	// WebhookSeconds are the seconds the apiserver waited on admission webhooks, by webhook:
+	// part of APIServerSeconds.
+	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
+	Manager        *ManagerStats      `json:"manager,omitempty"`
+	Timeline       []Point            `json:"timeline"`
 }
 
 // Percentiles of a distribution, in seconds.
@@ -146,7 +150,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		return nil, err
 	}
 	defer obs.stop()
-	apiBefore, secondsBefore, err := apiserverLoad(ctx, kube)
+	before, err := apiserverLoad(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
@@ -171,11 +175,12 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	}
 	res := obs.result(mode)
 	res.Incomplete = waitErr != nil
-	apiAfter, secondsAfter, err := apiserverLoad(ctx, kube)
+	after, err := apiserverLoad(ctx, kube)
 	if err != nil {
 		return nil, err
 	}
-	res.APIServerRequests, res.APIServerSeconds = diff(apiAfter, apiBefore), diff(secondsAfter, secondsBefore)
+	res.APIServerRequests, res.APIServerSeconds = diff(after.requests, before.requests), diff(after.seconds, before.seconds)
+	res.WebhookSeconds = diff(after.webhooks, before.webhooks)
 	if mgr != nil {
 		if res.Manager, err = mgr.stats(pods); err != nil {
 			return nil, err
@@ -307,27 +312,37 @@ func createForeign(ctx context.Context, c client.Client, n, nodes, width int) er
 	})
 }
 
-// apiserverLoad reads the apiserver's requests served, by verb, and the seconds they took, by
-// verb and resource (watches and other long-running requests left out).
-func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (map[string]int, map[string]float64, error) {
+// load is what the apiserver has served so far: requests by verb, the seconds they took by verb
+// and resource (watches and other long-running requests left out), and the seconds it waited on
+// each admission webhook.
+type load struct {
+	requests          map[string]int
+	seconds, webhooks map[string]float64
+}
+
+// apiserverLoad reads the apiserver's load from its metrics.
+func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (load, error) {
 	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
 	families, err := metricFamilies(bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
-	requests, seconds := map[string]int{}, map[string]float64{}
+	l := load{requests: map[string]int{}, seconds: map[string]float64{}, webhooks: map[string]float64{}}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		requests[label(m, "verb")] += int(m.GetCounter().GetValue())
+		l.requests[label(m, "verb")] += int(m.GetCounter().GetValue())
 	}
 	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
 		if verb := label(m, "verb"); verb != "WATCH" && verb != "CONNECT" { // long-running: their time is not work
-			seconds[verb+" "+label(m, "resource")] += m.GetHistogram().GetSampleSum()
+			l.seconds[verb+" "+label(m, "resource")] += m.GetHistogram().GetSampleSum()
 		}
 	}
-	return requests, seconds, nil
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		l.webhooks[label(m, "name")] += m.GetHistogram().GetSampleSum()
+	}
+	return l, nil
 }
 
 // metricFamilies parses Prometheus text exposition.
