@@ -41,10 +41,12 @@ type observer struct {
 type jobTimes struct {
 	ran, finished                       int
 	runningAt, succeededAt, statusRunAt time.Time
-	// version is the job's last resourceVersion seen; writesWhileRunning counts the changes seen
-	// after its Running condition and before it succeeded.
-	version            string
-	writesWhileRunning int
+	// version is the job's last resourceVersion seen; writes counts the changes seen after its
+	// creation, writesWhileRunning those after its Running condition and before it succeeded;
+	// firstWriteAt is when the first change was seen.
+	version                    string
+	writes, writesWhileRunning int
+	firstWriteAt               time.Time
 }
 
 // observe watches the workload; status makes it finish on the jobs' conditions, and every status
@@ -198,8 +200,13 @@ func (o *observer) job(obj any) {
 		}
 		fmt.Printf("   trace %s %.2fs: %v %v\n", job.GetName(), o.since(now), conds, rs)
 	}
-	changed := job.GetResourceVersion() != jt.version
+	changed := jt.version != "" && job.GetResourceVersion() != jt.version
 	jt.version = job.GetResourceVersion()
+	if changed {
+		if jt.writes++; jt.writes == 1 {
+			jt.firstWriteAt = now
+		}
+	}
 	succeeded := false
 	for _, c := range job.GetJobStatus().Conditions {
 		succeeded = succeeded || (c.Type == kubeflowv1.JobSucceeded && c.Status == corev1.ConditionTrue)
@@ -259,10 +266,17 @@ func (o *observer) wait(ctx context.Context, timeout time.Duration) error {
 func (o *observer) result(mode string) *Result {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var ttr []float64
+	var ttr, firstWrite []float64
+	writes := map[int]int{}
 	for name, jt := range o.perJob {
 		if !jt.runningAt.IsZero() {
 			ttr = append(ttr, jt.runningAt.Sub(o.createdAt[name]).Seconds())
+		}
+		if o.status {
+			writes[jt.writes]++
+			if !jt.firstWriteAt.IsZero() {
+				firstWrite = append(firstWrite, jt.firstWriteAt.Sub(o.createdAt[name]).Seconds())
+			}
 		}
 	}
 	whileRunning := WritesWhileRunning{}
@@ -278,6 +292,7 @@ func (o *observer) result(mode string) *Result {
 		PodsExist: o.since(o.marks.podsExist), AllRunning: o.since(o.marks.allRunning), AllSucceeded: o.since(o.marks.allSucceeded),
 		StatusRunning: o.since(o.marks.statusRunning),
 		TimeToRunning: percentiles(ttr),
-		Timeline:      append([]Point(nil), o.timeline...),
+		StatusWrites:  writes, FirstStatusWrite: percentiles(firstWrite),
+		Timeline: append([]Point(nil), o.timeline...),
 	}
 }

@@ -154,6 +154,20 @@ func (r *Report) markdown() string {
 		other("manager writes per replica: all", "", fmt.Sprintf("%.2f (%s)", m.WritesPerReplica, verbs(m.Writes)))
 		w := kiln.StatusWritesWhileRunning
 		other("job status writes while it just runs (mean, max)", "", fmt.Sprintf("%.2f, %d", w.Mean, w.Max))
+		if len(kiln.StatusWrites) > 0 {
+			counts := make([]int, 0, len(kiln.StatusWrites))
+			for n := range kiln.StatusWrites {
+				counts = append(counts, n)
+			}
+			slices.Sort(counts)
+			parts := make([]string, len(counts))
+			for i, n := range counts {
+				parts[i] = fmt.Sprintf("%d: %d", n, kiln.StatusWrites[n])
+			}
+			other("jobs by status writes (writes: jobs)", "", strings.Join(parts, ", "))
+			f := kiln.FirstStatusWrite
+			other("job created until its first status write p50 / p99", "", fmt.Sprintf("%.1f s / %.1f s", f.P50, f.P99))
+		}
 	}
 	return b.String()
 }

@@ -54,6 +54,10 @@ type Result struct {
 	// StatusWritesWhileRunning are the job's changes after its Running condition until it
 	// succeeded (kiln only): pods that just run should cause none.
 	StatusWritesWhileRunning WritesWhileRunning `json:"statusWritesWhileRunning"`
+	// StatusWrites counts the jobs by the changes seen to them after their creation, and
+	// FirstStatusWrite times each job's creation until the first (kiln only).
+	StatusWrites     map[int]int `json:"statusWritesPerJob,omitempty"`
+	FirstStatusWrite Percentiles `json:"firstStatusWriteSeconds"`
 	// TimeToRunning are percentiles of each job's creation until all its pods run.
 	TimeToRunning     Percentiles    `json:"timeToRunningSeconds"`
 	APIServerRequests map[string]int `json:"apiserverRequests"`
