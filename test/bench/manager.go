@@ -31,7 +31,8 @@ type ManagerStats struct {
 	WritesPerReplica           float64        `json:"writesPerReplica"`
 	CreatesAndStatusPerReplica float64        `json:"createsAndStatusPerReplica"`
 	// WebhookSeconds are the seconds kiln's webhook handlers took, by path
-	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait is transport.
+	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait on them is its
+	// own webhook work (encoding the review, applying the patch) and the connection.
 	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
 }
 

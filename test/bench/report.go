@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -155,16 +156,7 @@ func (r *Report) markdown() string {
 		w := kiln.StatusWritesWhileRunning
 		other("job status writes while it just runs (mean, max)", "", fmt.Sprintf("%.2f, %d", w.Mean, w.Max))
 		if len(kiln.StatusWrites) > 0 {
-			counts := make([]int, 0, len(kiln.StatusWrites))
-			for n := range kiln.StatusWrites {
-				counts = append(counts, n)
-			}
-			slices.Sort(counts)
-			parts := make([]string, len(counts))
-			for i, n := range counts {
-				parts[i] = fmt.Sprintf("%d: %d", n, kiln.StatusWrites[n])
-			}
-			other("jobs by status writes (writes: jobs)", "", strings.Join(parts, ", "))
+			other("jobs by status writes (writes: jobs)", "", byCount(kiln.StatusWrites))
 			f := kiln.FirstStatusWrite
 			other("job created until its first status write p50 / p99", "", fmt.Sprintf("%.1f s / %.1f s", f.P50, f.P99))
 		}
@@ -181,6 +173,16 @@ func verbs(m map[string]int) string {
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// byCount lists m's entries as "count: n", by count.
+func byCount(m map[int]int) string {
+	counts := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%d: %d", c, m[c])
 	}
 	return strings.Join(parts, ", ")
 }
