@@ -21,9 +21,9 @@ import (
 )
 
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
-// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob); the phase, an unschedulable
-// PodScheduled condition (PyJob), and each container's name, restart count and how it ended.
-// kiln never writes a pod it read, so nothing else is needed.
+// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob); the
+// phase, an unschedulable PodScheduled condition (PyJob), and each container's name, restart
+// count and how it ended. kiln never writes a pod it read, so nothing else is needed.
 func keepPodStatus(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

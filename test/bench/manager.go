@@ -31,8 +31,8 @@ type ManagerStats struct {
 	WritesPerReplica           float64        `json:"writesPerReplica"`
 	CreatesAndStatusPerReplica float64        `json:"createsAndStatusPerReplica"`
 	// WebhookSeconds are the seconds kiln's webhook handlers took, by path
-	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait on them is its
-	// own webhook work (encoding the review, applying the patch) and the connection.
+	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait on them is
+	// spent in the apiserver and on the connection, not in kiln.
 	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
 }
 
@@ -161,26 +161,21 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 // requests reads the manager's requests by method, its writes by resource and its webhook
 // handlers' seconds by path.
 func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks map[string]float64, err error) {
-	resp, err := http.Get("http://" + m.metrics + "/metrics")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	defer resp.Body.Close()
-	families, err := metricFamilies(resp.Body)
+	families, err := testenv.Metrics(m.metrics)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	byMethod, writes, webhooks = map[string]int{}, map[string]int{}, map[string]float64{}
 	for _, m := range families["kiln_api_requests_total"].GetMetric() {
-		n, method := int(m.GetCounter().GetValue()), label(m, "method")
+		n, method := int(m.GetCounter().GetValue()), testenv.Label(m, "method")
 		byMethod[method] += n
 		switch method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			writes[method+" "+label(m, "resource")] += n
+			writes[method+" "+testenv.Label(m, "resource")] += n
 		}
 	}
 	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
-		webhooks[label(m, "webhook")] += m.GetHistogram().GetSampleSum()
+		webhooks[testenv.Label(m, "webhook")] += m.GetHistogram().GetSampleSum()
 	}
 	return byMethod, writes, webhooks, nil
 }

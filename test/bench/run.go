@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -330,38 +326,23 @@ func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (load, error)
 	if err != nil {
 		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
-	families, err := metricFamilies(bytes.NewReader(body))
+	families, err := testenv.ParseMetrics(bytes.NewReader(body))
 	if err != nil {
 		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
 	l := load{requests: map[string]int{}, seconds: map[string]float64{}, webhooks: map[string]float64{}}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		l.requests[label(m, "verb")] += int(m.GetCounter().GetValue())
+		l.requests[testenv.Label(m, "verb")] += int(m.GetCounter().GetValue())
 	}
 	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
-		if verb := label(m, "verb"); verb != "WATCH" && verb != "CONNECT" { // long-running: their time is not work
-			l.seconds[verb+" "+label(m, "resource")] += m.GetHistogram().GetSampleSum()
+		if verb := testenv.Label(m, "verb"); verb != "WATCH" && verb != "CONNECT" { // long-running: their time is not work
+			l.seconds[verb+" "+testenv.Label(m, "resource")] += m.GetHistogram().GetSampleSum()
 		}
 	}
 	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
-		l.webhooks[label(m, "name")] += m.GetHistogram().GetSampleSum()
+		l.webhooks[testenv.Label(m, "name")] += m.GetHistogram().GetSampleSum()
 	}
 	return l, nil
-}
-
-// metricFamilies parses Prometheus text exposition.
-func metricFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(r)
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func diff[V int | float64](after, before map[string]V) map[string]V {

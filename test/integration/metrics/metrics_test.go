@@ -4,14 +4,11 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -27,13 +24,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
 // scrape reads /metrics and returns the value of every sample, keyed like
 // `name{label="value",…}` with the labels sorted (histograms by their _count).
 func scrape(addr string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := testenv.Metrics(addr)
 	if err != nil {
 		return nil, err
 	}

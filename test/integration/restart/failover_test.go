@@ -2,7 +2,6 @@ package restart
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,21 +59,16 @@ func startReplica(t *testing.T, bin, kubeconfig string, i int) *replica {
 
 // leads reports whether the replica holds the lease, from its leader_election_master_status.
 func (r *replica) leads() bool {
-	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	families, err := testenv.Metrics(r.metrics)
 	if err != nil {
 		return false
 	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
+	for _, m := range families["leader_election_master_status"].GetMetric() {
+		if testenv.Label(m, "name") == "kiln-failover-test" && m.GetGauge().GetValue() == 1 {
+			return true
 		}
 	}
-	return strings.Contains(b.String(), `leader_election_master_status{name="kiln-failover-test"} 1`)
+	return false
 }
 
 // TestLeaderFailover runs two kiln replicas with leader election, kills the leader (SIGKILL, so
