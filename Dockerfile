@@ -1,13 +1,18 @@
-# kiln's image: a static binary on a distroless base. Build it where a container engine runs
-# (`docker build -t kiln .`); this project's own machines have none.
+# kiln's image: a static binary on a distroless base. Build it where a container engine runs:
+#   docker build --build-arg VERSION=$(bash hack/version.sh) --build-arg COMMIT=$(git rev-parse HEAD) -t ghcr.io/kiln-ml/kiln:$(bash hack/version.sh) .
+# this project's own machines have none.
 FROM golang:1.26 AS build
+ARG VERSION
+ARG COMMIT=unknown
 WORKDIR /src
-COPY go.mod go.sum ./
+COPY go.mod go.sum VERSION ./
 RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /kiln ./cmd/kiln
+RUN v=${VERSION:-$(cat VERSION)} && CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X github.com/kiln-ml/kiln/internal/version.Version=$v -X github.com/kiln-ml/kiln/internal/version.Commit=$COMMIT" \
+    -o /kiln ./cmd/kiln
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /kiln /kiln

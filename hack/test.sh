@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Every test kiln has: unit tests, the integration suites against the real kube-apiserver and
-# etcd, the end-to-end suite on a local kwok cluster, then the fuzz targets briefly. The
+# etcd, the end-to-end suite on a local kwok cluster, `make release`, then the fuzz targets briefly. The
 # control-plane binaries are built once by hack/tools.sh. Prints go test's summary lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KILN_TOOLS_DIR=$(bash hack/tools.sh)
+KILN_TOOLS_DIR=$(bash hack/tools.sh cluster)
 KUBEBUILDER_ASSETS=$KILN_TOOLS_DIR
 export KILN_TOOLS_DIR KUBEBUILDER_ASSETS
 go test -count=1 -timeout 20m ./...
+# The release target itself (its contents are checked by test/integration/release).
+make --no-print-directory release >/dev/null
+for f in dist/install.yaml "dist/kiln-$(bash hack/version.sh | sed 's/^v//').tgz"; do
+	[ -s "$f" ] || { echo "make release did not write $f" >&2; exit 1; }
+done
+echo "make release: dist/install.yaml and the chart written"
 bash hack/fuzz.sh "${FUZZ_BUDGET:-10000x}"

@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
 # Builds the pinned control-plane and code-generation binaries from the Go module proxy into a
 # cache outside the work tree, keyed by the pinned go.sum files, and prints that folder.
-# A fresh clone on a machine that built them once reuses them; the first build takes minutes.
+#
+#   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | all   (default: cluster)
+#
+#   generate  controller-gen                                  (make generate, make verify)
+#   envtest   etcd, kube-apiserver, the Gateway API CRDs      (integration suites)
+#   cluster   envtest's, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl and
+#             kwok's stages                                   (make run, the e2e suite, make bench)
+#   all       every set                                       (make test)
+#
+# Only what a set needs and the cache lacks is built. A fresh clone on a machine that built them
+# once reuses them; the first build on a new machine takes long (see first_run_note), so it
+# prints a progress line every $KILN_TOOLS_PROGRESS seconds (default 20). Progress goes to stderr,
+# the folder alone to stdout. A failing step is named, with the end of its log.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/tools" && pwd)
@@ -9,7 +21,8 @@ here=$(cd "$(dirname "$0")/tools" && pwd)
 recipe=1
 key=$( (echo "$recipe"; cat "$here/go.sum" "$here/kwok/go.sum" "$here/controller-gen/go.sum") | sha256sum | cut -c1-16)
 bin="${KILN_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/tools/$key}"
-mkdir -p "$bin"
+mkdir -p "$bin/logs"
+every=${KILN_TOOLS_PROGRESS:-20}
 
 # Kubernetes binaries report the release they were built from, as an official build does;
 # kwokctl and kubectl read it.
@@ -18,40 +31,132 @@ stamp=""
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	stamp+=" -X $p.gitVersion=$kube_version -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
 done
+gw_version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/gateway-api" {print $3}' "$here/gateway-api/go.mod")
 
-build() { # build MODULE_DIR NAME PACKAGE [LDFLAGS]
+# Every piece: name, the test that it is already there, and how to make it.
+# Cold times measured on a new 2-core machine (empty module and build caches, in this order; the
+# first Kubernetes binary downloads and compiles what the others share) feed the estimate.
+declare -A cold=(
+	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
+	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
+)
+declare -A set_pieces=(
+	[generate]="controller-gen"
+	[envtest]="etcd kube-apiserver gateway-api-crds"
+	[cluster]="etcd kube-apiserver gateway-api-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages"
+)
+set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]}"
+
+present() { # present PIECE: is it in the cache already?
+	case "$1" in
+	gateway-api-crds) [ -f "$bin/crds/gateway-api-$gw_version/gateway.networking.k8s.io_httproutes.yaml" ] ;;
+	kwok-stages) [ -f "$bin/stages/pod-delete.yaml" ] ;;
+	*) [ -x "$bin/$1" ] ;;
+	esac
+}
+
+go_build() { # go_build MODULE_DIR NAME PACKAGE [LDFLAGS]
 	local dir="$1" name="$2" pkg="$3" ldflags="${4:-}"
-	[ -x "$bin/$name" ] && return 0
-	echo "building $name (first time only; kube-apiserver takes about 4 minutes)" >&2
-	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
+	(cd "$dir" && CGO_ENABLED=0 go build -v -trimpath -ldflags="-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
 	mv "$bin/$name.tmp" "$bin/$name"
 }
 
-build "$here" etcd go.etcd.io/etcd/server/v3
-build "$here" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
-build "$here/controller-gen" controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen
-# The Gateway API CRDs (HTTPRoute for InferenceService canaries), from the pinned module, in a
-# folder named after its version (crds/gateway-api-vX.Y.Z).
-gw_version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/gateway-api" {print $3}' "$here/gateway-api/go.mod")
-if [ ! -f "$bin/crds/gateway-api-$gw_version/gateway.networking.k8s.io_httproutes.yaml" ]; then
-	gw_dir=$(cd "$here/gateway-api" && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
-	mkdir -p "$bin/crds/gateway-api-$gw_version"
-	cp "$gw_dir"/config/crd/standard/gateway.networking.k8s.io_{gatewayclasses,gateways,httproutes,referencegrants}.yaml "$bin/crds/gateway-api-$gw_version/"
-	chmod u+w "$bin"/crds/gateway-api-"$gw_version"/*.yaml
-fi
-if [ "${1:-}" != "--envtest" ]; then
-	build "$here" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$stamp"
-	build "$here" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$stamp"
-	build "$here" kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
-	build "$here/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
-	build "$here/kwok" kwokctl sigs.k8s.io/kwok/cmd/kwokctl
-	# kwok's stock node and pod stages, from the same pinned module: a cluster given stages of its
-	# own (config/dev) must list these too, or nodes stay NotReady and pods Pending.
-	if [ ! -f "$bin/stages/pod-ready.yaml" ]; then
-		kwok_dir=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+module_dir() { # module_dir MODULE_DIR MODULE: the module's folder, downloaded first if it is not yet
+	local dir
+	(cd "$1" && go mod download "$2") >&2
+	dir=$(cd "$1" && go list -m -f '{{.Dir}}' "$2")
+	[ -n "$dir" ] && [ -d "$dir" ] || { echo "module $2 has no folder after 'go mod download' in $1" >&2; return 1; }
+	echo "$dir"
+}
+
+make_piece() {
+	case "$1" in
+	etcd) go_build "$here" etcd go.etcd.io/etcd/server/v3 ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+		go_build "$here" "$1" "k8s.io/kubernetes/cmd/$1" "$stamp" ;;
+	kwok | kwokctl) go_build "$here/kwok" "$1" "sigs.k8s.io/kwok/cmd/$1" ;;
+	controller-gen) go_build "$here/controller-gen" controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	gateway-api-crds) # HTTPRoute and friends for InferenceService canaries, in a folder named after the release
+		local gw dst="$bin/crds/gateway-api-$gw_version"
+		gw=$(module_dir "$here/gateway-api" sigs.k8s.io/gateway-api)
+		mkdir -p "$dst"
+		cp "$gw"/config/crd/standard/gateway.networking.k8s.io_{gatewayclasses,gateways,httproutes,referencegrants}.yaml "$dst/"
+		chmod u+w "$dst"/*.yaml ;;
+	kwok-stages) # kwok's stock node and pod stages: a cluster given stages of its own
+		# (config/dev) must list these too, or nodes stay NotReady and pods Pending.
+		local kw
+		kw=$(module_dir "$here/kwok" sigs.k8s.io/kwok)
 		mkdir -p "$bin/stages"
-		cp "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$kwok_dir"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml "$bin/stages/"
-		chmod u+w "$bin"/stages/*.yaml
+		cp "$kw"/kustomize/stage/node/fast/node-initialize.yaml "$kw"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml "$bin/stages/"
+		chmod u+w "$bin"/stages/*.yaml ;;
+	*) echo "unknown piece $1" >&2; return 1 ;;
+	esac
+}
+
+say() { echo "[tools] $*" >&2; }
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+progress() { # progress LOG: what a running step is doing, read from go's output
+	local downloads packages last
+	downloads=$(grep -c '^go: downloading' "$1" || true)
+	packages=$(grep -vc -e '^go: ' -e ' ' "$1" || true)
+	last=$(grep -v -e '^go: ' -e ' ' "$1" | tail -n 1 || true)
+	if [ "$packages" -gt 0 ]; then
+		echo "$packages packages compiled, now ${last:0:70}"
+	elif [ "$downloads" -gt 0 ]; then
+		echo "$downloads modules downloaded"
+	else
+		echo "resolving modules"
 	fi
+}
+
+running=""
+trap '[ -z "$running" ] || kill "$running" 2>/dev/null' EXIT
+
+step() { # step N M PIECE: make one piece in the background, saying what it does until it is done
+	local n=$1 m=$2 piece=$3 log="$bin/logs/$3.log" started=$SECONDS rc=0
+	say "$piece ($n of $m): building"
+	make_piece "$piece" >"$log" 2>&1 &
+	running=$!
+	while kill -0 "$running" 2>/dev/null; do
+		for _ in $(seq "$every"); do
+			kill -0 "$running" 2>/dev/null || break
+			sleep 1
+		done
+		kill -0 "$running" 2>/dev/null || break
+		say "$piece ($n of $m): $(progress "$log"); $(mmss $((SECONDS - started))) on this step, $(mmss $((SECONDS - t0))) in all"
+	done
+	wait "$running" || rc=$?
+	running=""
+	if [ "$rc" != 0 ]; then
+		say "FAILED: step '$piece' ($n of $m) exited with $rc after $(mmss $((SECONDS - started))); the end of $log:"
+		grep -v '^go: downloading' "$log" | tail -n 20 | sed 's/^/    /' >&2
+		exit 1
+	fi
+	say "$piece ($n of $m): done in $(mmss $((SECONDS - started)))"
+}
+
+sets=("$@")
+[ ${#sets[@]} -gt 0 ] || sets=(cluster)
+declare -A wanted=()
+order=()
+for s in "${sets[@]}"; do
+	[ -n "${set_pieces[$s]:-}" ] || { echo "hack/tools.sh: unknown set '$s' (generate, envtest, cluster, all)" >&2; exit 2; }
+	for p in ${set_pieces[$s]}; do
+		[ -n "${wanted[$p]:-}" ] && continue
+		wanted[$p]=1
+		present "$p" || order+=("$p")
+	done
+done
+
+if [ ${#order[@]} -gt 0 ]; then
+	estimate=0
+	for p in "${order[@]}"; do estimate=$((estimate + cold[$p])); done
+	say "building ${#order[@]} pinned tools into $bin: ${order[*]}"
+	say "on a new 2-core machine this takes about $(((estimate + 59) / 60)) minutes (less where Go's caches are warm);" \
+		"it happens once: later runs and fresh clones reuse the folder"
+	t0=$SECONDS
+	for i in "${!order[@]}"; do step $((i + 1)) ${#order[@]} "${order[$i]}"; done
+	say "all ${#order[@]} built in $(mmss $((SECONDS - t0)))"
 fi
 echo "$bin"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy code, CRDs and RBAC and fails when that changed anything (the checked-in
+# Regenerates deepcopy code, CRDs, RBAC, webhook configurations and the chart's copies of them, and fails when that changed anything (the checked-in
 # files were stale), when a generated file is not tracked by git, or when Go code is not gofmt'ed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-generated() { git ls-files --cached --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac; }
+generated() { git ls-files --cached --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac config/webhook charts/kiln/crds charts/kiln/files; }
 fingerprint() { generated | sort | xargs sha256sum; }
 
 before=$(fingerprint)
@@ -15,7 +15,7 @@ if [ "$before" != "$after" ]; then
 	echo "commit the regenerated files." >&2
 	exit 1
 fi
-untracked=$(git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac)
+untracked=$(git ls-files --others --exclude-standard -- 'api/**/zz_generated.*.go' config/crd config/rbac config/webhook charts/kiln/crds charts/kiln/files)
 if [ -n "$untracked" ]; then
 	echo "generated files not tracked by git (git add them):" >&2
 	echo "$untracked" >&2

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/manager"
@@ -28,7 +30,7 @@ import (
 func runDev(args []string) error {
 	fs := flag.NewFlagSet("kiln dev", flag.ContinueOnError)
 	var o devcluster.Options
-	var samples, crds string
+	var samplePaths, crds string
 	fs.StringVar(&o.Name, "name", "kiln-dev", "name of the local cluster")
 	fs.StringVar(&o.ToolsDir, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built (make run passes it)")
 	fs.StringVar(&o.WorkDir, "workdir", devcluster.DefaultWorkDir(), "where kwokctl keeps the cluster's state")
@@ -36,7 +38,7 @@ func runDev(args []string) error {
 	fs.IntVar(&o.GPUNodes, "gpu-nodes", 2, "nodes with nvidia.com/gpu")
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	stages := fs.String("stages", "config/dev/stages.yaml", "kwok stages for simulated training")
-	fs.StringVar(&samples, "samples", "config/samples", "sample manifests to apply (file or folder)")
+	fs.StringVar(&samplePaths, "samples", "config/samples,config/samples/serving", "comma-separated sample manifests to apply (files or folders)")
 	fs.StringVar(&crds, "crds", "config/crd/bases", "CRD folder")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,28 +91,28 @@ func runDev(args []string) error {
 		return err
 	}
 
-	objs, err := devcluster.ReadObjects(samples)
+	objs, err := devcluster.ReadObjects(splitList(samplePaths)...)
 	if err != nil {
 		return err
 	}
 	if err := devcluster.Apply(ctx, cluster.Client, "default", objs); err != nil {
 		return err
 	}
-	fmt.Printf("kiln is running; applied %d samples from %s\n\n", len(objs), samples)
+	fmt.Printf("kiln is running; applied %d samples from %s\n\n", len(objs), samplePaths)
 
 	jobs, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		return err
 	}
-	if err := watchSamples(ctx, jobs, len(objs)); err != nil {
+	if err := watchSamples(ctx, jobs, objs); err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C: the deferred calls tear everything down
 		}
 		return err
 	}
-	fmt.Printf("all samples finished (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("all samples finished: jobs done, InferenceServices Ready (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,pyjobs,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,pyjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -120,27 +122,31 @@ func runDev(args []string) error {
 	return nil
 }
 
-// watchSamples prints the table whenever it changes until want jobs have finished.
-func watchSamples(ctx context.Context, c client.Client, want int) error {
+// watchSamples prints the tables whenever they change until every sample job has finished and
+// every sample InferenceService is Ready.
+func watchSamples(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	wantJobs, wantServices := 0, 0
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "InferenceService":
+			wantServices++
+		case "TFJob", "PyTorchJob", "XGBoostJob", "PyJob":
+			wantJobs++
+		}
+	}
 	last := ""
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		rows, err := listJobs(ctx, c)
+		s, err := listSamples(ctx, c)
 		if err != nil {
 			return err
 		}
-		finished := 0
-		for _, r := range rows {
-			if r.Finished {
-				finished++
-			}
-		}
-		if key := stateOnly(rows); key != last {
+		if key := s.withoutAges().String(); key != last {
 			last = key
-			fmt.Printf("%s\n%s\n", time.Now().Format("15:04:05"), devcluster.Table(rows))
+			fmt.Printf("%s\n%s\n", time.Now().Format("15:04:05"), s)
 		}
-		if finished >= want {
+		if s.finished() >= wantJobs && s.ready() >= wantServices {
 			return nil
 		}
 		select {
@@ -151,38 +157,79 @@ func watchSamples(ctx context.Context, c client.Client, want int) error {
 	}
 }
 
-// stateOnly is the table without ages, so that it is printed again only when a job changed.
-func stateOnly(rows []devcluster.JobRow) string {
-	ageless := slices.Clone(rows)
-	for i := range ageless {
-		ageless[i].Age = 0
-	}
-	return devcluster.Table(ageless)
+// samples is what the live tables show: the training jobs and the InferenceServices.
+type samples struct {
+	jobs     []devcluster.JobRow
+	services []devcluster.ServiceRow
 }
 
-func listJobs(ctx context.Context, c client.Client) ([]devcluster.JobRow, error) {
+func (s samples) String() string {
+	out := devcluster.Table(s.jobs)
+	if len(s.services) > 0 {
+		out += "\n" + devcluster.ServiceTable(s.services)
+	}
+	return out
+}
+
+func (s samples) finished() int {
+	n := 0
+	for _, r := range s.jobs {
+		if r.Finished {
+			n++
+		}
+	}
+	return n
+}
+
+func (s samples) ready() int {
+	n := 0
+	for _, r := range s.services {
+		if r.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// withoutAges is the tables without ages, so that they are printed again only when a sample changed.
+func (s samples) withoutAges() samples {
+	out := samples{jobs: slices.Clone(s.jobs), services: slices.Clone(s.services)}
+	for i := range out.jobs {
+		out.jobs[i].Age = 0
+	}
+	for i := range out.services {
+		out.services[i].Age = 0
+	}
+	return out
+}
+
+func listSamples(ctx context.Context, c client.Client) (samples, error) {
 	now := time.Now()
-	var rows []devcluster.JobRow
+	var s samples
 	var tf kubeflowv1.TFJobList
 	var pt kubeflowv1.PyTorchJobList
 	var xgb kubeflowv1.XGBoostJobList
 	var py trainingv1alpha1.PyJobList
-	for _, l := range []client.ObjectList{&tf, &pt, &xgb, &py} {
+	var isvcs servingv1alpha1.InferenceServiceList
+	for _, l := range []client.ObjectList{&tf, &pt, &xgb, &py, &isvcs} {
 		if err := c.List(ctx, l); err != nil {
-			return nil, err
+			return s, err
 		}
 	}
 	for i := range tf.Items {
-		rows = append(rows, devcluster.RowOf("TFJob", &tf.Items[i], now))
+		s.jobs = append(s.jobs, devcluster.RowOf("TFJob", &tf.Items[i], now))
 	}
 	for i := range pt.Items {
-		rows = append(rows, devcluster.RowOf("PyTorchJob", &pt.Items[i], now))
+		s.jobs = append(s.jobs, devcluster.RowOf("PyTorchJob", &pt.Items[i], now))
 	}
 	for i := range xgb.Items {
-		rows = append(rows, devcluster.RowOf("XGBoostJob", &xgb.Items[i], now))
+		s.jobs = append(s.jobs, devcluster.RowOf("XGBoostJob", &xgb.Items[i], now))
 	}
 	for i := range py.Items {
-		rows = append(rows, devcluster.PyJobRow(&py.Items[i], now))
+		s.jobs = append(s.jobs, devcluster.PyJobRow(&py.Items[i], now))
 	}
-	return rows, nil
+	for i := range isvcs.Items {
+		s.services = append(s.services, devcluster.InferenceServiceRow(&isvcs.Items[i], now))
+	}
+	return s, nil
 }

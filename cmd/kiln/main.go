@@ -17,10 +17,10 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
-	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/logging"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 const usage = `kiln runs machine-learning workloads on Kubernetes.
@@ -29,13 +29,20 @@ Usage:
   kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
   kiln dev [flags]       a local cluster with kiln and the sample jobs (what make run does)
   kiln fetch [flags]     download a model for an InferenceService (its init container)
+  kiln wait-for HOST...  wait until HOST resolves (PyTorch workers' init container)
+  kiln version           the version, commit, Go and Kubernetes libraries of this build
 `
 
 // commands are kiln's subcommands.
 var commands = map[string]func(args []string) error{
-	"manager": runManager,
-	"dev":     runDev,
-	"fetch":   runFetch,
+	"manager":  runManager,
+	"dev":      runDev,
+	"fetch":    runFetch,
+	"wait-for": runWaitFor,
+	"version": func([]string) error {
+		fmt.Print(version.String())
+		return nil
+	},
 }
 
 func main() {
@@ -76,8 +83,8 @@ func runManager(args []string) error {
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
-	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", pytorch.DefaultInitContainerImage, "image of the PyTorch workers' wait-for-master init container")
-	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", inferenceservice.DefaultFetchImage, "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts")
+	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", version.Image(), "image of the PyTorch workers' init container, which runs `kiln wait-for` on the master (kiln's image; default this build's version)")
+	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false, "serve /metrics over HTTPS to callers whose token may get the /metrics URL (TokenReview and SubjectAccessReview)")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", 9443, "port of the admission webhook server; 0 serves no webhooks")

@@ -79,8 +79,19 @@ func InstallCRDs(ctx context.Context, c client.Client, dir string) error {
 	if err := Apply(ctx, c, "", objs); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return WaitEstablished(ctx, c, objs)
+}
+
+// WaitEstablished waits up to a minute until every CustomResourceDefinition among objs is
+// Established: its kind is served.
+func WaitEstablished(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	var waiting string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, o := range objs {
+			if o.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			waiting = o.GetName()
 			var crd apiextensionsv1.CustomResourceDefinition
 			if err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, &crd); err != nil {
 				return false, nil
@@ -95,4 +106,8 @@ func InstallCRDs(ctx context.Context, c client.Client, dir string) error {
 		}
 		return true, nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for CRD %s to be established: %w", waiting, err)
+	}
+	return nil
 }

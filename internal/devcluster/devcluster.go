@@ -72,7 +72,7 @@ func Create(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	for _, bin := range []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(o.ToolsDir, bin)); err != nil {
-			return nil, fmt.Errorf("%s is not in %q: build the tools with `bash hack/tools.sh` (the first time takes several minutes)", bin, o.ToolsDir)
+			return nil, fmt.Errorf("%s is not in %q: build the tools with `bash hack/tools.sh cluster` (the first time on a new machine takes about 25 minutes)", bin, o.ToolsDir)
 		}
 	}
 	c := &Cluster{Name: o.Name, Kubeconfig: filepath.Join(o.WorkDir, "clusters", o.Name, "kubeconfig.yaml"), opts: o}

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
 
@@ -66,6 +69,40 @@ func Table(rows []JobRow) string {
 	fmt.Fprintln(w, "KIND\tNAME\tSTATE\tACTIVE\tSUCCEEDED\tFAILED\tAGE")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Kind, r.Name, r.State, r.Active, r.Succeeded, r.Failed, r.Age.Round(time.Second))
+	}
+	w.Flush()
+	return b.String()
+}
+
+// ServiceRow is one line of the live table's InferenceService part.
+type ServiceRow struct {
+	Name, State, URL        string
+	Replicas, ReadyReplicas int32
+	Age                     time.Duration
+	Ready                   bool
+}
+
+// InferenceServiceRow summarises an InferenceService: Ready, or the reason its Ready condition
+// gives, and its ready pods of both versions.
+func InferenceServiceRow(isvc *servingv1alpha1.InferenceService, now time.Time) ServiceRow {
+	st := isvc.Status
+	r := ServiceRow{Name: isvc.Name, State: "Pending", URL: st.URL, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
+		Age: now.Sub(isvc.CreationTimestamp.Time)}
+	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c != nil {
+		r.Ready = c.Status == metav1.ConditionTrue
+		r.State = c.Reason
+	}
+	return r
+}
+
+// ServiceTable renders InferenceService rows sorted by name.
+func ServiceTable(rows []ServiceRow) string {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INFERENCESERVICE\tSTATE\tREADY\tURL\tAGE")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\t%s\n", r.Name, r.State, r.ReadyReplicas, r.Replicas, r.URL, r.Age.Round(time.Second))
 	}
 	w.Flush()
 	return b.String()

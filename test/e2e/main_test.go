@@ -39,7 +39,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	tools = os.Getenv("KILN_TOOLS_DIR")
 	if tools == "" {
-		fmt.Fprintln(os.Stderr, "KILN_TOOLS_DIR is not set: run `make test-e2e`, or export KILN_TOOLS_DIR=$(bash hack/tools.sh)")
+		fmt.Fprintln(os.Stderr, "KILN_TOOLS_DIR is not set: run `make test-e2e`, or export KILN_TOOLS_DIR=$(bash hack/tools.sh cluster)")
 		return 1
 	}
 	deleteAbandonedClusters()

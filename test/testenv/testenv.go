@@ -58,9 +58,15 @@ func RepoRoot() string {
 
 // Start starts kube-apiserver and etcd from $KUBEBUILDER_ASSETS with the CRDs of config/crd.
 func Start() (*Env, error) {
+	return StartWith(filepath.Join(RepoRoot(), "config", "crd", "bases"))
+}
+
+// StartWith starts kube-apiserver and etcd with the CRDs of the given folders only; with none, a
+// bare apiserver.
+func StartWith(crdPaths ...string) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh --envtest)")
+		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh envtest)")
 	}
 	ctrl.SetLogger(Logger())
 	bin, err := tiedToThisProcess(assets, "etcd", "kube-apiserver")
@@ -72,7 +78,7 @@ func Start() (*Env, error) {
 	os.Setenv("KUBEBUILDER_ASSETS", bin)
 	e := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     crdPaths,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := e.Start()
@@ -155,7 +161,7 @@ func GatewayAPICRDs(t testing.TB) string {
 		dirs, _ = filepath.Glob(filepath.Join(toolsDir, "crds", "gateway-api-*"))
 	}
 	if len(dirs) == 0 {
-		t.Fatal("no Gateway API CRDs next to the tools: run `bash hack/tools.sh --envtest`")
+		t.Fatal("no Gateway API CRDs next to the tools: run `bash hack/tools.sh envtest`")
 	}
 	return dirs[0]
 }
@@ -169,7 +175,16 @@ func (e *Env) Stop() error {
 // Run starts the suite's control plane and, when setup is given, what setup starts (kiln's
 // manager), runs the tests and stops everything, whatever the outcome.
 func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int {
-	e, err := Start()
+	return run(m, env, Start, setup)
+}
+
+// RunBare runs the tests against a bare control plane: no CRDs, no manager.
+func RunBare(m *testing.M, env **Env) int {
+	return run(m, env, func() (*Env, error) { return StartWith() }, nil)
+}
+
+func run(m *testing.M, env **Env, start func() (*Env, error), setup func(*Env) (stop func(), err error)) int {
+	e, err := start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

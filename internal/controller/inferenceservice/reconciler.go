@@ -26,6 +26,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 // +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices,verbs=get;list;watch
@@ -41,11 +42,8 @@ import (
 // FieldManager owns every field kiln applies.
 const FieldManager = "kiln"
 
-// Defaults of Options.
-const (
-	DefaultFetchImage        = "ghcr.io/kiln-ml/kiln:latest"
-	DefaultPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
-)
+// DefaultPrometheusAddress is the default of Options.PrometheusAddress.
+const DefaultPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
 
 // Options are the operator-level settings of the controller.
 type Options struct {
@@ -74,7 +72,7 @@ type Reconciler struct {
 // NewReconciler returns the InferenceService reconciler.
 func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, opts Options) *Reconciler {
 	if opts.FetchImage == "" {
-		opts.FetchImage = DefaultFetchImage
+		opts.FetchImage = version.Image()
 	}
 	if opts.PrometheusAddress == "" {
 		opts.PrometheusAddress = DefaultPrometheusAddress

@@ -122,13 +122,13 @@ func elasticEnv(job *kubeflowv1.PyTorchJob) []corev1.EnvVar {
 
 func initContainer(cfg Config, job *kubeflowv1.PyTorchJob) corev1.Container {
 	master := framework.ReplicaName(job.Name, kubeflowv1.PyTorchJobReplicaTypeMaster, 0)
-	script := fmt.Sprintf("err=1;for i in $(seq %d); do if nslookup %s; then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err",
-		cfg.InitContainerMaxTries, master)
 	return corev1.Container{
 		Name:            "init-pytorch",
 		Image:           cfg.InitContainerImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"sh", "-c", script},
+		// Kubeflow's init container looks the master up with nslookup in a shell loop, 2 s apart;
+		// kiln's image does the same without a shell.
+		Command: []string{"/kiln", "wait-for", "--tries", strconv.Itoa(cfg.InitContainerMaxTries), "--interval", "2s", master},
 		Resources: corev1.ResourceRequirements{
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("20Mi")},
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("10Mi")},

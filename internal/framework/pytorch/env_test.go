@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/version"
 	"github.com/kiln-ml/kiln/test/builder"
 )
 
@@ -166,4 +167,14 @@ func FuzzRanks(f *testing.F) {
 			t.Fatalf("MASTER_ADDR %s, want %s (rank 0 is %s)", addr, want, ranks[0])
 		}
 	})
+}
+
+// Workers wait for the master with kiln's own image at this build's version, not a shell image.
+func TestInitContainerIsKilnsWaitFor(t *testing.T) {
+	job := defaulted(builder.PyTorchJob("pt", "ns").Replicas("Master", 1).Replicas("Worker", 1))
+	c := initContainer(Config{InitContainerImage: version.Image(), InitContainerMaxTries: 7}, job)
+	want := []string{"/kiln", "wait-for", "--tries", "7", "--interval", "2s", "pt-master-0"}
+	if diff := cmp.Diff(want, c.Command); diff != "" || c.Image != version.Image() || c.Name != "init-pytorch" {
+		t.Errorf("init container %s image %s (-want +got command):\n%s", c.Name, c.Image, diff)
+	}
 }

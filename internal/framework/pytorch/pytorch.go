@@ -13,6 +13,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 const (
@@ -21,15 +22,14 @@ const (
 	// PortName and Port are the default port of the pytorch container.
 	PortName = "pytorchjob-port"
 	Port     = 23456
-	// DefaultInitContainerImage runs the workers' wait-for-master init container.
-	DefaultInitContainerImage = "alpine:3.10"
 	// DefaultInitContainerMaxTries is how many times, 2 s apart, a worker looks up the master.
 	DefaultInitContainerMaxTries = 100
 )
 
 // Config holds the operator-level settings of the PyTorch framework.
 type Config struct {
-	// InitContainerImage is the image of the workers' init-pytorch container.
+	// InitContainerImage is the image of the workers' init-pytorch container: kiln's own, whose
+	// `kiln wait-for` waits for the master (default: this build's, version.Image()).
 	InitContainerImage string
 	// InitContainerMaxTries bounds the init container's wait for the master's DNS name.
 	InitContainerMaxTries int
@@ -38,7 +38,7 @@ type Config struct {
 // New returns the PyTorchJob framework.
 func New(cfg Config) framework.Framework {
 	if cfg.InitContainerImage == "" {
-		cfg.InitContainerImage = DefaultInitContainerImage
+		cfg.InitContainerImage = version.Image()
 	}
 	if cfg.InitContainerMaxTries <= 0 {
 		cfg.InitContainerMaxTries = DefaultInitContainerMaxTries

@@ -1,0 +1,284 @@
+// Package release checks what `make release` ships against the real kube-apiserver: the install
+// manifest applies server-side with no error, every CRD in it becomes Established and the
+// manager's image is pinned; the Helm chart's defaults render exactly the manifest's objects; the
+// chart's values render what they promise and apply too.
+package release
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/release"
+	"github.com/kiln-ml/kiln/internal/version"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// tag is the version these tests release as.
+const tag = "v9.8.7-test-g1234567"
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunBare(m, &env))
+}
+
+func installObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := release.InstallManifest(testenv.RepoRoot(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), ":latest") {
+		t.Error("install.yaml names an image :latest")
+	}
+	objs, err := release.Objects(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// apply server-side applies objs to the test's apiserver and waits for their CRDs.
+func apply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{Scheme: devcluster.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.Apply(context.Background(), c, "", objs); err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.WaitEstablished(context.Background(), c, objs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func managerContainer(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	d := find(objs, "Deployment", "kiln-manager")
+	if d == nil {
+		t.Fatal("no Deployment kiln-manager")
+	}
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("kiln-manager has %d containers, want 1", len(containers))
+	}
+	return containers[0].(map[string]any)
+}
+
+func TestInstallManifestAppliesWithItsImagePinned(t *testing.T) {
+	objs := installObjects(t)
+	if got, want := managerContainer(t, objs)["image"], version.Repository+":"+tag; got != want {
+		t.Errorf("manager image = %v, want %s", got, want)
+	}
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	for _, want := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+		"Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		if !slices.Contains(kinds, want) {
+			t.Errorf("install.yaml has no %s (kinds: %v)", want, kinds)
+		}
+	}
+	crds := 0
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds++
+		}
+	}
+	bases, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "*.yaml"))
+	if crds != len(bases) {
+		t.Errorf("install.yaml has %d CRDs, config/crd/bases %d", crds, len(bases))
+	}
+	apply(t, objs)
+}
+
+// The chart installed with its defaults makes the manifest's objects; the Namespace is helm's
+// (--create-namespace).
+func TestChartDefaultsAreTheInstallManifest(t *testing.T) {
+	path, err := release.PackageChart(testenv.RepoRoot(), tag, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := release.LoadChart(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != release.ChartVersion(tag) || ch.Metadata.AppVersion != tag {
+		t.Errorf("packaged chart version %s appVersion %s, want %s and %s", ch.Metadata.Version, ch.Metadata.AppVersion, release.ChartVersion(tag), tag)
+	}
+	rendered, err := release.RenderChart(ch, release.Namespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := byKey(installObjects(t)), byKey(rendered)
+	delete(want, "Namespace//"+release.Namespace)
+	for key := range want {
+		if _, ok := got[key]; !ok {
+			t.Errorf("the chart does not make %s", key)
+		}
+	}
+	for key, obj := range got {
+		if _, ok := want[key]; !ok {
+			t.Errorf("the chart makes %s, which install.yaml does not", key)
+		} else if diff := cmp.Diff(want[key], obj); diff != "" {
+			t.Errorf("%s differs (-install.yaml +chart):\n%s", key, diff)
+		}
+	}
+}
+
+func byKey(objs []*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o.Object
+	}
+	return out
+}
+
+func TestChartValues(t *testing.T) {
+	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(`
+image: {repository: registry.example/kiln, tag: v1.2.3, pullPolicy: Always}
+replicas: 3
+watchNamespaces: [team-a, team-b]
+leaderElection: {enabled: false}
+metrics: {secure: true}
+webhook: {certMode: cert-manager}
+resources: {requests: {cpu: 200m, memory: 256Mi}, limits: {memory: 1Gi}}
+nodeSelector: {node-role.kubernetes.io/control-plane: ""}
+tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+extraArgs: [--default-clean-pod-policy=All]
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "ml-platform"
+	objs, err := release.RenderChart(ch, ns, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := managerContainer(t, objs)
+	if c["image"] != "registry.example/kiln:v1.2.3" || c["imagePullPolicy"] != "Always" {
+		t.Errorf("image %v pull policy %v", c["image"], c["imagePullPolicy"])
+	}
+	args := strings.Join(toStrings(c["args"]), " ")
+	for _, want := range []string{"--namespaces=team-a,team-b", "--metrics-secure", "--webhook-cert-dir=/etc/kiln/webhook-certs", "--default-clean-pod-policy=All"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("manager args %q lack %s", args, want)
+		}
+	}
+	if strings.Contains(args, "--leader-elect") {
+		t.Errorf("manager args %q elect a leader with leaderElection.enabled false", args)
+	}
+	d := find(objs, "Deployment", "kiln-manager")
+	if r, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(r) != "3" {
+		t.Errorf("replicas = %v, want 3", r)
+	}
+	for _, path := range [][]string{{"spec", "template", "spec", "nodeSelector"}, {"spec", "template", "spec", "tolerations"}, {"spec", "template", "spec", "volumes"}} {
+		if _, found, _ := unstructured.NestedFieldNoCopy(d.Object, path...); !found {
+			t.Errorf("Deployment has no %s", strings.Join(path, "."))
+		}
+	}
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		var w *unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == kind {
+				w = o
+			}
+		}
+		if w == nil {
+			t.Fatalf("no %s", kind)
+		}
+		if got := w.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != ns+"/kiln-webhook" {
+			t.Errorf("%s inject-ca-from = %q", kind, got)
+		}
+		hooks, _, _ := unstructured.NestedSlice(w.Object, "webhooks")
+		for _, h := range hooks {
+			if got, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "namespace"); got != ns {
+				t.Errorf("%s calls a Service in %q, want %s", kind, got, ns)
+			}
+		}
+	}
+	cert := find(objs, "Certificate", "kiln-webhook")
+	if cert == nil || find(objs, "Issuer", "kiln-selfsigned") == nil {
+		t.Fatal("cert-manager mode renders no Certificate or Issuer")
+	}
+	if names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames"); !slices.Contains(names, "kiln-webhook."+ns+".svc") {
+		t.Errorf("certificate names %v", names)
+	}
+
+	// Everything but cert-manager's own kinds (not installed here) applies in the new namespace.
+	var appliable []*unstructured.Unstructured
+	appliable = append(appliable, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}})
+	for _, o := range objs {
+		if !strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
+			appliable = append(appliable, o)
+		}
+	}
+	apply(t, appliable)
+
+	values["webhook"] = map[string]any{"certMode": "vault"}
+	if _, err := release.RenderChart(ch, ns, values); err == nil || !strings.Contains(err.Error(), "webhook.certMode") {
+		t.Errorf("an unknown certMode rendered (err %v); want an error naming webhook.certMode", err)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
+}
+
+// The source tree's own version (VERSION) is the one its kustomization and chart name.
+func TestSourceTreeFollowsVERSION(t *testing.T) {
+	root := testenv.RepoRoot()
+	read := func(p string) string {
+		data, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	v := strings.TrimSpace(read("VERSION"))
+	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(v) {
+		t.Fatalf("VERSION %q is not vMAJOR.MINOR.PATCH", v)
+	}
+	for file, want := range map[string]string{
+		"config/manager/kustomization.yaml": "newTag: " + v,
+		"charts/kiln/Chart.yaml":            "appVersion: " + v,
+	} {
+		if !strings.Contains(read(file), want) {
+			t.Errorf("%s does not say %q (VERSION is %s)", file, want, v)
+		}
+	}
+	if !strings.Contains(read("charts/kiln/Chart.yaml"), "version: "+release.ChartVersion(v)) {
+		t.Errorf("charts/kiln/Chart.yaml's version is not %s", release.ChartVersion(v))
+	}
+}
