@@ -348,28 +348,37 @@ func (p *planner) restart(retry []failedPod) {
 	}
 }
 
-// finish ends the job: the terminal condition, the completion time, no more creations, and the
-// clean-pod policy honoured on every terminal path (DECISIONS #4).
+// finish ends the job: the terminal condition and the completion time. Nothing is created or
+// deleted until that status is stored: should the write fail, the next reconcile must still find
+// the pods, or it would see neither a verdict nor pods and start the job again. The write's own
+// watch event brings the reconcile that cleans up (finished), honouring the clean-pod policy on
+// every terminal path (DECISIONS #4).
 func (p *planner) finish(t kubeflowv1.JobConditionType, reason, msg string) {
 	p.setCondition(t, corev1.ConditionTrue, reason, msg)
 	p.plan.Status.CompletionTime = &p.now
 	p.plan.CreatePods, p.plan.CreateServices, p.plan.MarkRestarts = nil, nil, nil
-	p.finished()
+	p.plan.DeletePods, p.plan.DeleteServices = nil, nil
+	p.settle()
 }
 
-// finished applies the clean-pod policy and the TTL of a finished job.
+// finished cleans up after a job whose terminal status is stored, and applies its TTL.
 func (p *planner) finished() {
-	st := &p.plan.Status
-	if st.CompletionTime == nil {
-		st.CompletionTime = &p.now
+	if p.plan.Status.CompletionTime == nil {
+		p.plan.Status.CompletionTime = &p.now
 	}
+	p.settle()
+	p.cleanPods(*p.job.GetRunPolicy().CleanPodPolicy)
+}
+
+// settle counts a succeeded job's active replicas as succeeded and applies the TTL after finishing.
+func (p *planner) settle() {
+	st := &p.plan.Status
 	if hasCondition(st, kubeflowv1.JobSucceeded) {
 		for _, rs := range st.ReplicaStatuses {
 			rs.Succeeded += rs.Active
 			rs.Active = 0
 		}
 	}
-	p.cleanPods(*p.job.GetRunPolicy().CleanPodPolicy)
 	if ttl := p.job.GetRunPolicy().TTLSecondsAfterFinished; ttl != nil {
 		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 		if !p.now.Time.Before(expiry) {

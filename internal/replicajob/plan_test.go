@@ -246,7 +246,8 @@ func TestPlanVerdicts(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := tc.world().plan(t)
+			w := tc.world()
+			p := w.plan(t)
 			got := last(p.Status)
 			if got.Type != tc.wantType || got.Status != corev1.ConditionTrue {
 				t.Fatalf("last condition = %s=%s (%s), want %s=True; all: %+v", got.Type, got.Status, got.Message, tc.wantType, p.Status.Conditions)
@@ -254,7 +255,11 @@ func TestPlanVerdicts(t *testing.T) {
 			if tc.wantMsg != "" && got.Message != tc.wantMsg {
 				t.Errorf("message = %q, want %q", got.Message, tc.wantMsg)
 			}
-			if diff := cmp.Diff(append([]string{}, tc.wantGone...), names(p.DeletePods)); diff != "" {
+			deleted := p.DeletePods
+			if tc.wantType == kubeflowv1.JobFailed || tc.wantType == kubeflowv1.JobSucceeded {
+				deleted = afterTheVerdictIsStored(t, w, p).DeletePods
+			}
+			if diff := cmp.Diff(append([]string{}, tc.wantGone...), names(deleted)); diff != "" {
 				t.Errorf("deleted pods (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(append([]string{}, tc.wantFresh...), names(p.CreatePods)); diff != "" {
@@ -279,13 +284,50 @@ func TestPlanCleanPodPolicies(t *testing.T) {
 	for _, tc := range tests {
 		w := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 2).CleanPodPolicy(tc.policy)).all(corev1.PodRunning)
 		w.pod("Worker", 0, corev1.PodSucceeded, 0)
-		p := w.plan(t)
+		p := afterTheVerdictIsStored(t, w, w.plan(t))
 		if diff := cmp.Diff(tc.gone, names(p.DeletePods)); diff != "" {
 			t.Errorf("%s: deleted pods (-want +got):\n%s", tc.policy, diff)
 		}
 		if diff := cmp.Diff(tc.gone, names(p.DeleteServices)); diff != "" {
 			t.Errorf("%s: deleted services (-want +got):\n%s", tc.policy, diff)
 		}
+	}
+}
+
+// afterTheVerdictIsStored checks that a plan which finishes the job touches no pod or service,
+// stores its status as the write would, and returns the next reconcile's plan: the clean-up.
+func afterTheVerdictIsStored(t *testing.T, w *world, finishing *Plan) *Plan {
+	t.Helper()
+	if n := len(finishing.DeletePods) + len(finishing.DeleteServices) + len(finishing.CreatePods) + len(finishing.CreateServices); n > 0 {
+		t.Fatalf("the reconcile that finishes the job writes %d pods and services before its verdict is stored", n)
+	}
+	*w.job.GetJobStatus() = finishing.Status
+	next := w.plan(t)
+	if diff := cmp.Diff(finishing.Status, next.Status); diff != "" {
+		t.Errorf("the clean-up reconcile changes the stored status (-stored +next):\n%s", diff)
+	}
+	return next
+}
+
+// A finishing job whose status write fails (a conflict, an apiserver restart) must not start
+// again: the next reconcile still sees its pods, reaches the same verdict and creates nothing.
+func TestPlanFinishedJobNeverRunsAgainWhenItsStatusWriteFails(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 2).CleanPodPolicy(kubeflowv1.CleanPodPolicyAll)).all(corev1.PodRunning)
+	w.pod("Worker", 0, corev1.PodSucceeded, 0)
+	first := w.plan(t)
+	// The write failed: the stored status is what it was, the world as the first plan left it.
+	for _, gone := range first.DeletePods {
+		w.pods = without(w.pods, string(gone.UID))
+	}
+	again := w.plan(t)
+	if got := last(again.Status); got.Type != kubeflowv1.JobSucceeded {
+		t.Errorf("after a failed status write the job is %s (%s), want Succeeded again", got.Type, got.Message)
+	}
+	if len(again.CreatePods) > 0 || len(again.CreateServices) > 0 {
+		t.Errorf("after a failed status write the job starts again: creates pods %v, services %v", names(again.CreatePods), len(again.CreateServices))
+	}
+	if diff := cmp.Diff([]string{"j-ps-0", "j-worker-0", "j-worker-1"}, names(afterTheVerdictIsStored(t, w, again).DeletePods)); diff != "" {
+		t.Errorf("clean-up once stored (-want +got):\n%s", diff)
 	}
 }
 
