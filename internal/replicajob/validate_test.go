@@ -92,6 +92,7 @@ func TestValidate(t *testing.T) {
 		}), want: []string{"spec.elasticPolicy.nProcPerNode: Forbidden: must not be used with spec.nprocPerNode"}, warning: "deprecated"},
 		{name: "PyTorch bad nprocPerNode", fw: pt, job: newPT(rs{"Worker": replica("pytorch", 2)}, func(j *kubeflowv1.PyTorchJob) { j.Spec.NprocPerNode = ptr.To("0") }),
 			want: []string{`spec.nprocPerNode: Invalid value: "0"`}},
+		{name: "PyTorch nprocPerNode xpu (Intel GPUs, torchrun 2.4+)", fw: pt, job: newPT(rs{"Worker": replica("pytorch", 2)}, func(j *kubeflowv1.PyTorchJob) { j.Spec.NprocPerNode = ptr.To("xpu") })},
 		{name: "XGBoost without Master", fw: xgb, job: newXGB(rs{"Worker": replica("xgboost", 2)}), want: []string{"spec.xgbReplicaSpecs[Master]: Required value"}},
 		{name: "XGBoost omitted Master replicas means 1", fw: xgb, job: func() framework.Job {
 			m := replica("xgboost", 1)

@@ -85,8 +85,9 @@ type PyTorchJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
 	PyTorchReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"pytorchReplicaSpecs"`
 
-	// NprocPerNode is the number of processes per node: "auto" (default), "cpu", "gpu" or a number.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto|cpu|gpu|[1-9][0-9]*)$')",message="spec.nprocPerNode must be auto, cpu, gpu or a positive number such as 8"
+	// NprocPerNode is the number of processes per node, as torchrun's --nproc-per-node takes it:
+	// "auto" (default), "cpu", "gpu", "xpu" or a number.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto|cpu|gpu|xpu|[1-9][0-9]*)$')",message="spec.nprocPerNode must be what torchrun takes: auto, cpu, gpu, xpu or a positive number such as 8"
 	// +optional
 	NprocPerNode *string `json:"nprocPerNode,omitempty"`
 }

@@ -35,14 +35,16 @@ func validate(job *kubeflowv1.PyTorchJob, specsPath *field.Path) (field.ErrorLis
 		}
 	}
 	if n := job.Spec.NprocPerNode; n != nil && !validNproc(*n) {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "nprocPerNode"), *n, `must be "auto", "cpu", "gpu" or a positive number such as "8"`))
+		errs = append(errs, field.Invalid(field.NewPath("spec", "nprocPerNode"), *n, `must be what torchrun's --nproc-per-node takes: "auto", "cpu", "gpu", "xpu" or a positive number such as "8"`))
 	}
 	return errs, warnings
 }
 
+// validNproc: the values torchrun's --nproc-per-node accepts (Kubeflow passes any string on and
+// torchrun refuses the others when the pod starts).
 func validNproc(s string) bool {
 	switch s {
-	case "auto", "cpu", "gpu":
+	case "auto", "cpu", "gpu", "xpu":
 		return true
 	}
 	n, err := strconv.Atoi(s)

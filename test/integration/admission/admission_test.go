@@ -419,3 +419,17 @@ func TestStoredInvalidJobsStayUpdatableAndFailVisibly(t *testing.T) {
 		t.Fatalf("an update adding a mistake was not refused naming the image: %v", err)
 	}
 }
+
+// Every value torchrun's --nproc-per-node takes passes the CRD's rule and the webhook.
+func TestTorchrunNprocValuesAreAccepted(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	for _, v := range []string{"auto", "cpu", "gpu", "xpu", "8"} {
+		p := pt(ns).Obj().(*kubeflowv1.PyTorchJob)
+		p.Name = "nproc-" + v
+		p.Spec.NprocPerNode = ptr.To(v)
+		if err := env.Client.Create(context.Background(), p); err != nil {
+			t.Errorf("nprocPerNode %q: %v", v, err)
+		}
+	}
+}
