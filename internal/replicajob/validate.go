@@ -38,9 +38,6 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 		errs = append(errs, validateReplica(fw, name, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
 	}
 	errs = append(errs, validateManagedBy(job, old)...)
-	if old != nil {
-		errs = append(errs, validateTypesUnchanged(fw, job, old, specsPath)...)
-	}
 	var warnings []string
 	if fw.Validate != nil {
 		e, w := fw.Validate(job, specsPath)
@@ -104,16 +101,6 @@ func validateManagedBy(job, old framework.Job) field.ErrorList {
 	return errs
 }
 
-// validateTypesUnchanged forbids adding or removing replica types: the pods that already run
-// were told the cluster's shape at creation.
-func validateTypesUnchanged(fw framework.Framework, job, old framework.Job, path *field.Path) field.ErrorList {
-	now, was := sortedTypes(fw, job.GetReplicaSpecs()), sortedTypes(fw, canonicalTypes(fw, old.GetReplicaSpecs()))
-	if slices.Equal(now, was) {
-		return nil
-	}
-	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("replica types cannot be added or removed (were %s, now %s): create a new job", join(was), join(now)))}
-}
-
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -147,14 +134,3 @@ func typeStrings(fw framework.Framework) []string {
 }
 
 func typeList(fw framework.Framework) string { return strings.Join(typeStrings(fw), ", ") }
-
-func join(types []kubeflowv1.ReplicaType) string {
-	if len(types) == 0 {
-		return "none"
-	}
-	s := make([]string, len(types))
-	for i, t := range types {
-		s[i] = string(t)
-	}
-	return strings.Join(s, ", ")
-}

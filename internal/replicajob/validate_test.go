@@ -76,8 +76,10 @@ func TestValidate(t *testing.T) {
 			j.GetRunPolicy().ManagedBy = ptr.To(kubeflowv1.MultiKueueController)
 			return j
 		}(), want: []string{`spec.runPolicy.managedBy: Invalid value: "kueue.x-k8s.io/multikueue": field is immutable`}},
-		{name: "type added on update", fw: tf, old: newTF(rs{"worker": replica("tensorflow", 1)}), job: newTF(rs{"Worker": replica("tensorflow", 1), "PS": replica("tensorflow", 1)}),
-			want: []string{"replica types cannot be added or removed (were Worker, now PS, Worker)"}},
+		{name: "a type added on update (Kubeflow allows it; the engine creates its pods)", fw: tf, old: newTF(rs{"worker": replica("tensorflow", 1)}),
+			job: newTF(rs{"Worker": replica("tensorflow", 1), "PS": replica("tensorflow", 1)})},
+		{name: "a type removed on update (its pods become strays and are deleted)", fw: tf, old: newTF(rs{"Worker": replica("tensorflow", 1), "PS": replica("tensorflow", 1)}),
+			job: newTF(rs{"Worker": replica("tensorflow", 1)})},
 		{name: "PyTorch two masters", fw: pt, job: newPT(rs{"Master": replica("pytorch", 2), "Worker": replica("pytorch", 1)}, nil), want: []string{"spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1"}},
 		{name: "PyTorch zero workers", fw: pt, job: newPT(rs{"Master": replica("pytorch", 1), "Worker": replica("pytorch", 0)}, nil), want: []string{"spec.pytorchReplicaSpecs[Worker].replicas: Forbidden: must be at least 1"}},
 		{name: "PyTorch elastic without Worker", fw: pt, job: newPT(rs{"Master": replica("pytorch", 1)}, func(j *kubeflowv1.PyTorchJob) {

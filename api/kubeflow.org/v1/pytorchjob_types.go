@@ -81,7 +81,6 @@ type PyTorchJobSpec struct {
 	// +kubebuilder:validation:MaxProperties=5
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'pytorch'))",message="every replica type must have a container named pytorch: it gets the job's port and its exit code decides restarts"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k in oldSelf) && oldSelf.all(k, k in self)",message="replica types cannot be added or removed: create a new job"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
 	PyTorchReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"pytorchReplicaSpecs"`
 

@@ -41,7 +41,6 @@ type TFJobSpec struct {
 	// +kubebuilder:validation:MaxProperties=5
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'tensorflow'))",message="every replica type must have a container named tensorflow: it gets the job's port and its exit code decides restarts"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k in oldSelf) && oldSelf.all(k, k in self)",message="replica types cannot be added or removed: create a new job"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['chief', 'evaluator', 'master', 'ps', 'worker'])",message="replica types must be Chief, Evaluator, Master, PS, Worker"
 	TFReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"tfReplicaSpecs"`
 

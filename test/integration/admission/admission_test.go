@@ -433,3 +433,35 @@ func TestTorchrunNprocValuesAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A job stored with lower-case replica keys (created before kiln, e.g. under Kubeflow) stays
+// updatable although the defaulting webhook respells its keys on every update.
+func TestStoredLowerCaseReplicaKeysStayUpdatable(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	if err := env.UninstallWebhooks(); err != nil {
+		t.Fatal(err)
+	}
+	j := &kubeflowv1.TFJob{ObjectMeta: metav1.ObjectMeta{Name: "migrated", Namespace: ns}, Spec: kubeflowv1.TFJobSpec{
+		TFReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{"worker": {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "tensorflow", Image: builder.Image}},
+		}}}},
+	}}
+	err := env.Client.Create(ctx, j)
+	if ierr := env.InstallWebhooks(opts); ierr != nil {
+		t.Fatal(ierr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t)
+	testenv.Eventually(t, func() error {
+		fresh := &kubeflowv1.TFJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Labels = map[string]string{"team": "vision"}
+		return env.Client.Update(ctx, fresh)
+	})
+}

@@ -2,6 +2,7 @@ package trainingjob
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,8 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 func TestTFJobCreatesOnePodAndServicePerReplica(t *testing.T) {
@@ -109,4 +114,26 @@ func TestTemplateLabelsAndAnnotationsReachThePods(t *testing.T) {
 	if p.Annotations["kiln.dev/simulate-duration"] != "5s" {
 		t.Errorf("annotations = %v, want the template's", p.Annotations)
 	}
+}
+
+// Kubeflow lets an update add or remove replica types (the SDK's update_job may): the engine
+// creates the new type's pods and services and deletes those of a type that is gone.
+func TestReplicaTypesAddedAndRemovedOnUpdate(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.TFJob("grow", ns).Replicas("Worker", 2).Obj())
+	runAll(t, waitPods(t, job, 2))
+	update(t, job, func(j framework.Job) {
+		ps := j.GetReplicaSpecs()["Worker"].DeepCopy()
+		ps.Replicas = ptr.To[int32](1)
+		j.GetReplicaSpecs()["PS"] = ps
+	})
+	if pods := waitPods(t, job, 3); !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == "grow-ps-0" }) {
+		t.Errorf("no pod grow-ps-0 after PS was added: %v", pods)
+	}
+	update(t, job, func(j framework.Job) { delete(j.GetReplicaSpecs(), "PS") })
+	waitPods(t, job, 2)
+	testenv.Eventually(t, func() error {
+		return testenv.Count("services", len(env.Services(t, ns, map[string]string{kubeflowv1.LabelJobName: "grow"})), 2)
+	})
 }
