@@ -38,9 +38,9 @@ type Options struct {
 	DefaultCleanPodPolicy kubeflowv1.CleanPodPolicy
 	// Parallelism is the number of pod and service writes one reconcile has in flight.
 	Parallelism int
-	// StatusInterval paces status writes: a condition turning is written one interval after it
-	// was first seen, replica counts alone ten intervals after, a new job's Created alone thirty,
-	// finishing at once; changes seen meanwhile join the same write. 0 writes every change at once.
+	// StatusInterval paces status writes: a new job's Created and a condition turning are written
+	// one interval after they were first seen, replica counts alone ten intervals after, finishing
+	// at once; changes seen meanwhile join the same write. 0 writes every change at once.
 	StatusInterval time.Duration
 }
 
@@ -128,11 +128,11 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 
 // statusWait is how long the plan's changed status must wait before it is written: zero when
 // it finishes the job. Otherwise the write waits createdIntervals from when a new job's Created
-// was first seen, countsIntervals from when other changes (replica counts) were, and at most
-// conditionIntervals from when a condition turned; changes seen meanwhile join the same write.
-// Pods starting one after another thus make one write, and a job whose pods run within half a
-// minute gets Created and Running in one: two writes for a job that runs and succeeds.
-// pending is the job's pendingStatus as the reconcile found it.
+// was first seen (Kubeflow's clients, kubectl and the SDK's is_job_created, expect it at once),
+// countsIntervals from when other changes (replica counts) were, and at most conditionIntervals
+// from when a condition turned; changes seen meanwhile join the same write. Pods starting one
+// after another thus make one write, and a job's writes are one per condition that turns plus
+// the replica counts' while it runs. pending is the job's pendingStatus as the reconcile found it.
 func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pending pendingStatus, p *Plan, now time.Time) time.Duration {
 	if r.opts.StatusInterval <= 0 {
 		return 0
@@ -181,7 +181,7 @@ func (r *Reconciler) pendingOf(key types.NamespacedName, job framework.Job) pend
 const (
 	conditionIntervals = 1
 	countsIntervals    = 10
-	createdIntervals   = 30
+	createdIntervals   = 1
 )
 
 // conditionsTurned says whether a condition other than Created appeared or changed status.

@@ -32,20 +32,20 @@ func TestStatusWait(t *testing.T) {
 		when time.Duration
 		want time.Duration
 	}{
-		{"a new job's Created alone waits thirty intervals", func() {}, 0, 30 * time.Second},
-		{"from when it was first seen", func() {}, 12 * time.Second, 18 * time.Second},
-		{"pods all pending: still Created alone", func() { w.all(corev1.PodPending) }, 20 * time.Second, 10 * time.Second},
-		{"a worker runs: Running joins Created, one interval after it was seen", func() { w.pod("Worker", 0, corev1.PodRunning, 0) },
-			25 * time.Second, time.Second},
+		{"a new job's Created waits one interval", func() {}, 0, time.Second},
+		{"pods created meanwhile join that write", func() { w.all(corev1.PodPending) }, 500 * time.Millisecond, 500 * time.Millisecond},
+		{"then it is due", func() {}, time.Second, 0},
+		{"after that write, a worker runs: Running waits one interval", func() { write(); w.pod("Worker", 0, corev1.PodRunning, 0) },
+			5 * time.Second, time.Second},
 		{"pods running meanwhile join that write", func() { w.pod("Worker", 1, corev1.PodRunning, 0) },
-			25*time.Second + 500*time.Millisecond, 500 * time.Millisecond},
-		{"then it is due", func() {}, 26 * time.Second, 0},
+			5*time.Second + 500*time.Millisecond, 500 * time.Millisecond},
+		{"then it is due", func() {}, 6 * time.Second, 0},
 		{"after that write, counts alone wait ten intervals", func() { write(); w.pod("PS", 0, corev1.PodRunning, 0) },
-			27 * time.Second, 10 * time.Second},
+			7 * time.Second, 10 * time.Second},
 		{"counts seen meanwhile join the same write", func() { w.pod("Worker", 1, corev1.PodSucceeded, 0) },
-			30 * time.Second, 7 * time.Second},
+			10 * time.Second, 7 * time.Second},
 		{"worker 0 succeeds: the job finishes, written at once", func() { w.pod("Worker", 0, corev1.PodSucceeded, 0) },
-			31 * time.Second, 0},
+			11 * time.Second, 0},
 	}
 	for _, s := range steps {
 		s.do()

@@ -137,3 +137,23 @@ func TestReplicaTypesAddedAndRemovedOnUpdate(t *testing.T) {
 		return testenv.Count("services", len(env.Services(t, ns, map[string]string{kubeflowv1.LabelJobName: "grow"})), 2)
 	})
 }
+
+// A new job shows Created within about a second, its pods still pending, as Kubeflow's clients
+// expect right after creating it (kubectl's State column, the SDK's is_job_created).
+func TestCreatedIsWrittenWithinASecond(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.TFJob("fresh", ns).Replicas("Worker", 2).Obj())
+	created := get(t, job).GetCreationTimestamp()
+	waitPods(t, job, 2) // and they stay pending
+	testenv.EventuallyWithin(t, 3*time.Second, func() error {
+		st := get(t, job).GetJobStatus()
+		if c := lastCondition(get(t, job)); c.Type != kubeflowv1.JobCreated || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("conditions %+v, want Created", st.Conditions)
+		}
+		if st.StartTime == nil || st.StartTime.Sub(created.Time) > 2*time.Second {
+			return fmt.Errorf("startTime %v, created %v", st.StartTime, created)
+		}
+		return nil
+	})
+}
