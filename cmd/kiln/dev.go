@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,7 +113,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("all samples finished: jobs done, InferenceServices Ready (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,pyjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,pyjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -125,12 +126,16 @@ func runDev(args []string) error {
 // watchSamples prints the tables whenever they change until every sample job has finished and
 // every sample InferenceService is Ready.
 func watchSamples(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	jobKinds := map[string]bool{"PyJob": true}
+	for _, fw := range manager.Frameworks(manager.Options{}) {
+		jobKinds[fw.Kind] = true
+	}
 	wantJobs, wantServices := 0, 0
 	for _, o := range objs {
-		switch o.GetKind() {
-		case "InferenceService":
+		switch {
+		case o.GetKind() == "InferenceService":
 			wantServices++
-		case "TFJob", "PyTorchJob", "XGBoostJob", "PyJob":
+		case jobKinds[o.GetKind()]:
 			wantJobs++
 		}
 	}
@@ -206,24 +211,25 @@ func (s samples) withoutAges() samples {
 func listSamples(ctx context.Context, c client.Client) (samples, error) {
 	now := time.Now()
 	var s samples
-	var tf kubeflowv1.TFJobList
-	var pt kubeflowv1.PyTorchJobList
-	var xgb kubeflowv1.XGBoostJobList
+	for _, fw := range manager.Frameworks(manager.Options{}) {
+		list := fw.NewJobList()
+		if err := c.List(ctx, list); err != nil {
+			return s, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return s, err
+		}
+		for _, item := range items {
+			s.jobs = append(s.jobs, devcluster.RowOf(fw.Kind, item.(kubeflowv1.Job), now))
+		}
+	}
 	var py trainingv1alpha1.PyJobList
 	var isvcs servingv1alpha1.InferenceServiceList
-	for _, l := range []client.ObjectList{&tf, &pt, &xgb, &py, &isvcs} {
+	for _, l := range []client.ObjectList{&py, &isvcs} {
 		if err := c.List(ctx, l); err != nil {
 			return s, err
 		}
-	}
-	for i := range tf.Items {
-		s.jobs = append(s.jobs, devcluster.RowOf("TFJob", &tf.Items[i], now))
-	}
-	for i := range pt.Items {
-		s.jobs = append(s.jobs, devcluster.RowOf("PyTorchJob", &pt.Items[i], now))
-	}
-	for i := range xgb.Items {
-		s.jobs = append(s.jobs, devcluster.RowOf("XGBoostJob", &xgb.Items[i], now))
 	}
 	for i := range py.Items {
 		s.jobs = append(s.jobs, devcluster.PyJobRow(&py.Items[i], now))

@@ -35,6 +35,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
+	"github.com/kiln-ml/kiln/internal/framework/jax"
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
@@ -51,7 +52,7 @@ type Options struct {
 	LeaderElectionNS string
 	// Namespaces limits what kiln watches; empty means all namespaces.
 	Namespaces []string
-	// Kinds lists the enabled job kinds, lowercase (tfjob, pytorchjob, xgboostjob); empty: all.
+	// Kinds lists the enabled job kinds, lowercase (tfjob, pytorchjob, xgboostjob, jaxjob, …); empty: all.
 	Kinds   []string
 	Workers int
 	Engine  replicajob.Options
@@ -77,6 +78,7 @@ func Frameworks(o Options) map[string]framework.Framework {
 		"tfjob":      tensorflow.New(tensorflow.Config{ClusterDomain: o.ClusterDomain}),
 		"pytorchjob": pytorch.New(pytorch.Config{InitContainerImage: o.PyTorchInitImage}),
 		"xgboostjob": xgboost.New(),
+		"jaxjob":     jax.New(),
 	}
 }
 

@@ -30,6 +30,11 @@ func PyTorchJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.PyTorchJob{ObjectMeta: meta(name, ns)}, container: "pytorch"}
 }
 
+// JAXJob starts a JAXJob.
+func JAXJob(name, ns string) *Job {
+	return &Job{obj: &kubeflowv1.JAXJob{ObjectMeta: meta(name, ns)}, container: "jax"}
+}
+
 // XGBoostJob starts an XGBoostJob.
 func XGBoostJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.XGBoostJob{ObjectMeta: meta(name, ns)}, container: "xgboost"}
