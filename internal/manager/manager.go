@@ -34,6 +34,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/jax"
+	"github.com/kiln-ml/kiln/internal/framework/paddle"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
@@ -79,6 +80,7 @@ func Frameworks(o Options) map[string]framework.Framework {
 		"pytorchjob": pytorch.New(pytorch.Config{InitContainerImage: o.PyTorchInitImage}),
 		"xgboostjob": xgboost.New(),
 		"jaxjob":     jax.New(),
+		"paddlejob":  paddle.New(),
 	}
 }
 

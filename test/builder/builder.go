@@ -35,6 +35,11 @@ func JAXJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.JAXJob{ObjectMeta: meta(name, ns)}, container: "jax"}
 }
 
+// PaddleJob starts a PaddleJob.
+func PaddleJob(name, ns string) *Job {
+	return &Job{obj: &kubeflowv1.PaddleJob{ObjectMeta: meta(name, ns)}, container: "paddle"}
+}
+
 // XGBoostJob starts an XGBoostJob.
 func XGBoostJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.XGBoostJob{ObjectMeta: meta(name, ns)}, container: "xgboost"}

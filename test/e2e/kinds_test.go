@@ -19,3 +19,16 @@ func TestJAXJobSucceedsAndFails(t *testing.T) {
 		t.Errorf("Failed condition %+v, want reason JAXJobFailed", c)
 	}
 }
+
+func TestPaddleJobSucceedsAndFails(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ok := create(t, builder.PaddleJob("paddle", ns).Replicas("Worker", 2).Annotate("Worker", duration, "2s").Obj())
+	bad := create(t, builder.PaddleJob("paddle-bad", ns).Replicas("Master", 1).Replicas("Worker", 1).RestartPolicy("Master", kubeflowv1.RestartPolicyNever).
+		Annotate("Master", duration, "1s").Annotate("Master", exitCode, "1").Annotate("Worker", duration, "1h").Obj())
+	waitCondition(t, ok, kubeflowv1.JobSucceeded)
+	failed := waitCondition(t, bad, kubeflowv1.JobFailed)
+	if c := conditionOf(failed, kubeflowv1.JobFailed); c.Reason != "PaddleJobFailed" {
+		t.Errorf("Failed condition %+v, want reason PaddleJobFailed", c)
+	}
+}
