@@ -65,6 +65,17 @@ type Framework struct {
 	// FailedMessage is the Failed condition's message when n pods of rtype failed. Optional; the
 	// default is "<Kind> <name> is failed because <n> <rtype> replica(s) failed.".
 	FailedMessage func(job Job, rtype kubeflowv1.ReplicaType, n int32) string
+	// Extras are the objects a job needs besides its pods and services (PyTorch's elastic HPA),
+	// built purely from the job; active says whether the job runs (neither suspended nor
+	// finished). The engine server-side applies the wanted ones, owned by the job, whenever the
+	// job's generation or activity changed, and deletes the unwanted ones by name. Optional.
+	Extras func(job Job, active bool) []Extra
+}
+
+// Extra is one object of Framework.Extras: Object is applied when Wanted, deleted otherwise.
+type Extra struct {
+	Object client.Object
+	Wanted bool
 }
 
 // ReplicaCount is what the engine saw of one replica type's pods in this reconcile.

@@ -7,6 +7,7 @@ package replicajob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"k8s.io/utils/ptr"
 	"sync"
@@ -54,6 +55,8 @@ type Reconciler struct {
 	expect   *expectations
 	// pending is when each job's unwritten status change was first seen (see statusWait).
 	pending sync.Map // types.NamespacedName -> pendingStatus
+	// extrasSynced is what each job's extras were last synced for (see syncExtras).
+	extrasSynced sync.Map // types.NamespacedName -> extrasState
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -70,6 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
 			r.pending.Delete(req.NamespacedName)
+			r.extrasSynced.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -94,6 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
+	writeErr = errors.Join(writeErr, r.syncExtras(ctx, job, &p.Status))
 	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
 	if !changed {
 		r.pending.Delete(req.NamespacedName)

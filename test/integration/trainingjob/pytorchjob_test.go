@@ -4,12 +4,20 @@ import (
 	"k8s.io/utils/ptr"
 	"testing"
 
+	"context"
+	"fmt"
+
 	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 // envList is a container's environment as NAME=value lines, in order.
@@ -172,4 +180,52 @@ func TestXGBoostJobEnvAndRules(t *testing.T) {
 	if got := lastCondition(failed).Message; got != "XGBoostJob xgbfail is failed because 1 Worker replica(s) failed." {
 		t.Errorf("Failed message = %q", got)
 	}
+}
+
+// elasticPolicy.metrics gives the job an HPA scaling its workers through the scale subresource,
+// owned by the job, kept in step with the spec and removed while the job is suspended.
+func TestElasticPyTorchJobMetricsMakeAnHPA(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	cpu := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)},
+	}}
+	job := create(t, builder.PyTorchJob("scaled", ns).Replicas("Worker", 2).Edit(func(j framework.Job) {
+		j.(*kubeflowv1.PyTorchJob).Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](4), Metrics: []autoscalingv2.MetricSpec{cpu}}
+	}).Obj())
+	hpa := func() (*autoscalingv2.HorizontalPodAutoscaler, error) {
+		h := &autoscalingv2.HorizontalPodAutoscaler{}
+		return h, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "scaled"}, h)
+	}
+	testenv.Eventually(t, func() error {
+		h, err := hpa()
+		if err != nil {
+			return err
+		}
+		ref := h.Spec.ScaleTargetRef
+		switch {
+		case ref.APIVersion != "kubeflow.org/v1" || ref.Kind != "PyTorchJob" || ref.Name != "scaled":
+			return fmt.Errorf("scaleTargetRef %+v", ref)
+		case ptr.Deref(h.Spec.MinReplicas, 0) != 1 || h.Spec.MaxReplicas != 4 || len(h.Spec.Metrics) != 1:
+			return fmt.Errorf("min %v max %d metrics %v", h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Spec.Metrics)
+		case !metav1.IsControlledBy(h, job):
+			return fmt.Errorf("not controlled by the job: %v", h.OwnerReferences)
+		}
+		return nil
+	})
+	update(t, job, func(j framework.Job) { j.(*kubeflowv1.PyTorchJob).Spec.ElasticPolicy.MaxReplicas = ptr.To[int32](6) })
+	testenv.Eventually(t, func() error {
+		h, err := hpa()
+		if err != nil || h.Spec.MaxReplicas != 6 {
+			return fmt.Errorf("maxReplicas not followed: %v %v", h.Spec.MaxReplicas, err)
+		}
+		return nil
+	})
+	update(t, job, func(j framework.Job) { j.GetRunPolicy().Suspend = ptr.To(true) })
+	testenv.Eventually(t, func() error {
+		if _, err := hpa(); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("HPA still there while suspended (%v)", err)
+		}
+		return nil
+	})
 }
