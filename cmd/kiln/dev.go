@@ -177,19 +177,17 @@ func (s samples) String() string {
 }
 
 func (s samples) finished() int {
-	n := 0
-	for _, r := range s.jobs {
-		if r.Finished {
-			n++
-		}
-	}
-	return n
+	return count(s.jobs, func(r devcluster.JobRow) bool { return r.Finished })
 }
 
 func (s samples) ready() int {
+	return count(s.services, func(r devcluster.ServiceRow) bool { return r.Ready })
+}
+
+func count[T any](rows []T, ok func(T) bool) int {
 	n := 0
-	for _, r := range s.services {
-		if r.Ready {
+	for _, r := range rows {
+		if ok(r) {
 			n++
 		}
 	}

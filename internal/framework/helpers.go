@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 )
@@ -83,4 +84,42 @@ func ValidateSingleMaster(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSp
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(path.Key("Master").Child("replicas"), fmt.Sprintf("must be 1, not %d: a job has one master; add replicas to Worker instead", NumReplicas(master)))}
+}
+
+// MasterOrWorkers is the success rule PyTorch, Paddle and JAX share: a Master drives the job
+// when the spec has one ("<Kind> <name> is running." / "is successfully completed."); otherwise
+// the Workers do ("<Kind> <ns>/<name> is running." / "successfully completed."): all of them
+// must succeed, or any one when anyWorkerSucceeds (elastic PyTorch).
+func MasterOrWorkers(kind string, job Job, replicas Replicas, anyWorkerSucceeds bool) Outcome {
+	if m, ok := replicas["Master"]; ok {
+		switch {
+		case m.Replicas > 0 && m.Succeeded >= m.Replicas:
+			return Outcome{Succeeded: true, Message: fmt.Sprintf("%s %s is successfully completed.", kind, job.GetName())}
+		case m.Active > 0:
+			return Outcome{Running: true, Message: fmt.Sprintf("%s %s is running.", kind, job.GetName())}
+		}
+		return Outcome{}
+	}
+	key := job.GetNamespace() + "/" + job.GetName()
+	w := replicas["Worker"]
+	switch {
+	case w.Replicas > 0 && w.Succeeded >= w.Replicas, anyWorkerSucceeds && w.Succeeded > 0:
+		return Outcome{Succeeded: true, Message: fmt.Sprintf("%s %s successfully completed.", kind, key)}
+	case w.Active > 0:
+		return Outcome{Running: true, Message: fmt.Sprintf("%s %s is running.", kind, key)}
+	}
+	return Outcome{}
+}
+
+// DefaultElasticBounds fills an elastic policy's minReplicas and maxReplicas from each other, or
+// both from the Worker replicas, as Kubeflow does.
+func DefaultElasticBounds(minReplicas, maxReplicas **int32, workers int32) {
+	switch {
+	case *minReplicas == nil && *maxReplicas == nil:
+		*minReplicas, *maxReplicas = ptr.To(workers), ptr.To(workers)
+	case *minReplicas == nil:
+		*minReplicas = ptr.To(**maxReplicas)
+	case *maxReplicas == nil:
+		*maxReplicas = ptr.To(**minReplicas)
+	}
 }

@@ -46,15 +46,7 @@ func New() framework.Framework {
 		},
 		IsMasterRole: func(_ framework.Job, _ kubeflowv1.ReplicaType, index int) bool { return index == 0 },
 		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
-			key := job.GetNamespace() + "/" + job.GetName()
-			w := replicas[kubeflowv1.JAXJobReplicaTypeWorker]
-			switch {
-			case w.Replicas > 0 && w.Succeeded >= w.Replicas:
-				return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("JAXJob %s successfully completed.", key)}
-			case w.Active > 0:
-				return framework.Outcome{Running: true, Message: fmt.Sprintf("JAXJob %s is running.", key)}
-			}
-			return framework.Outcome{}
+			return framework.MasterOrWorkers(kubeflowv1.JAXJobKind, job, replicas, false)
 		},
 	}
 }

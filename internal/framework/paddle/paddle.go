@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -56,27 +55,18 @@ func New() framework.Framework {
 			return rtype == kubeflowv1.PaddleJobReplicaTypeMaster
 		},
 		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
-			return outcome(paddleJob(job), replicas)
+			return framework.MasterOrWorkers(kubeflowv1.PaddleJobKind, job, replicas, false)
 		},
 	}
 }
 
 func paddleJob(job framework.Job) *kubeflowv1.PaddleJob { return job.(*kubeflowv1.PaddleJob) }
 
-// setDefaults fills the elastic bounds from each other or from the Worker replicas, as Kubeflow does.
+// setDefaults fills the elastic bounds, as Kubeflow does (and, as Kubeflow, runs the job with its
+// Worker replicas all the same).
 func setDefaults(job *kubeflowv1.PaddleJob) {
-	ep := job.Spec.ElasticPolicy
-	if ep == nil {
-		return
-	}
-	workers := framework.NumReplicas(job.Spec.PaddleReplicaSpecs[kubeflowv1.PaddleJobReplicaTypeWorker])
-	switch {
-	case ep.MinReplicas == nil && ep.MaxReplicas == nil:
-		ep.MinReplicas, ep.MaxReplicas = ptr.To(workers), ptr.To(workers)
-	case ep.MinReplicas == nil:
-		ep.MinReplicas = ptr.To(*ep.MaxReplicas)
-	case ep.MaxReplicas == nil:
-		ep.MaxReplicas = ptr.To(*ep.MinReplicas)
+	if ep := job.Spec.ElasticPolicy; ep != nil {
+		framework.DefaultElasticBounds(&ep.MinReplicas, &ep.MaxReplicas, framework.NumReplicas(job.Spec.PaddleReplicaSpecs[kubeflowv1.PaddleJobReplicaTypeWorker]))
 	}
 }
 
@@ -118,26 +108,4 @@ func Env(job *kubeflowv1.PaddleJob, rtype kubeflowv1.ReplicaType, index int) ([]
 		}
 	}
 	return env, nil
-}
-
-// outcome: the master drives the job when there is one; otherwise every worker must succeed.
-func outcome(job *kubeflowv1.PaddleJob, replicas framework.Replicas) framework.Outcome {
-	if m, ok := replicas[kubeflowv1.PaddleJobReplicaTypeMaster]; ok {
-		switch {
-		case m.Replicas > 0 && m.Succeeded >= m.Replicas:
-			return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PaddleJob %s is successfully completed.", job.Name)}
-		case m.Active > 0:
-			return framework.Outcome{Running: true, Message: fmt.Sprintf("PaddleJob %s is running.", job.Name)}
-		}
-		return framework.Outcome{}
-	}
-	key := job.Namespace + "/" + job.Name
-	w := replicas[kubeflowv1.PaddleJobReplicaTypeWorker]
-	switch {
-	case w.Replicas > 0 && w.Succeeded >= w.Replicas:
-		return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PaddleJob %s successfully completed.", key)}
-	case w.Active > 0:
-		return framework.Outcome{Running: true, Message: fmt.Sprintf("PaddleJob %s is running.", key)}
-	}
-	return framework.Outcome{}
 }

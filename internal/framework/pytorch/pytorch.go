@@ -4,9 +4,6 @@
 package pytorch
 
 import (
-	"fmt"
-	"k8s.io/utils/ptr"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,15 +83,7 @@ func hasMaster(job *kubeflowv1.PyTorchJob) bool {
 // nprocPerNode with "auto", as Kubeflow does.
 func setDefaults(job *kubeflowv1.PyTorchJob) {
 	if ep := job.Spec.ElasticPolicy; ep != nil {
-		workers := framework.NumReplicas(job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker])
-		switch {
-		case ep.MinReplicas == nil && ep.MaxReplicas == nil:
-			ep.MinReplicas, ep.MaxReplicas = ptr.To(workers), ptr.To(workers)
-		case ep.MinReplicas == nil:
-			ep.MinReplicas = ptr.To(*ep.MaxReplicas)
-		case ep.MaxReplicas == nil:
-			ep.MaxReplicas = ptr.To(*ep.MinReplicas)
-		}
+		framework.DefaultElasticBounds(&ep.MinReplicas, &ep.MaxReplicas, framework.NumReplicas(job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker]))
 	}
 	if job.Spec.NprocPerNode == nil && (job.Spec.ElasticPolicy == nil || job.Spec.ElasticPolicy.NProcPerNode == nil) {
 		auto := "auto"
@@ -105,22 +94,5 @@ func setDefaults(job *kubeflowv1.PyTorchJob) {
 // outcome: the master drives the job when there is one; otherwise every worker must succeed,
 // or, for an elastic job, any one of them.
 func outcome(job *kubeflowv1.PyTorchJob, replicas framework.Replicas) framework.Outcome {
-	if m, ok := replicas[kubeflowv1.PyTorchJobReplicaTypeMaster]; ok {
-		switch {
-		case m.Replicas > 0 && m.Succeeded >= m.Replicas:
-			return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PyTorchJob %s is successfully completed.", job.Name)}
-		case m.Active > 0:
-			return framework.Outcome{Running: true, Message: fmt.Sprintf("PyTorchJob %s is running.", job.Name)}
-		}
-		return framework.Outcome{}
-	}
-	key := job.Namespace + "/" + job.Name
-	w := replicas[kubeflowv1.PyTorchJobReplicaTypeWorker]
-	switch {
-	case w.Replicas > 0 && w.Succeeded >= w.Replicas, job.Spec.ElasticPolicy != nil && w.Succeeded > 0:
-		return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("PyTorchJob %s successfully completed.", key)}
-	case w.Active > 0:
-		return framework.Outcome{Running: true, Message: fmt.Sprintf("PyTorchJob %s is running.", key)}
-	}
-	return framework.Outcome{}
+	return framework.MasterOrWorkers(kubeflowv1.PyTorchJobKind, job, replicas, job.Spec.ElasticPolicy != nil)
 }
