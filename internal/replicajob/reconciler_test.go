@@ -32,9 +32,7 @@ func TestStatusWait(t *testing.T) {
 		when time.Duration
 		want time.Duration
 	}{
-		{"a new job's Created waits one interval", func() {}, 0, time.Second},
-		{"pods created meanwhile join that write", func() { w.all(corev1.PodPending) }, 500 * time.Millisecond, 500 * time.Millisecond},
-		{"then it is due", func() {}, time.Second, 0},
+		{"a new job's Created is written at once, with the pods that reconcile created", func() { w.all(corev1.PodPending) }, 0, 0},
 		{"after that write, a worker runs: Running waits one interval", func() { write(); w.pod("Worker", 0, corev1.PodRunning, 0) },
 			5 * time.Second, time.Second},
 		{"pods running meanwhile join that write", func() { w.pod("Worker", 1, corev1.PodRunning, 0) },
