@@ -3,6 +3,7 @@ package pyjob
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -31,12 +32,15 @@ import (
 // Reconciler reconciles PyJobs.
 type Reconciler struct {
 	client client.Client
+	// reader reads the apiserver directly: only to tell whose an object is when a create says it
+	// exists but the cache has not seen it.
+	reader client.Reader
 	clock  clock.PassiveClock
 }
 
 // NewReconciler returns the PyJob reconciler.
-func NewReconciler(c client.Client, clk clock.PassiveClock) *Reconciler {
-	return &Reconciler{client: c, clock: clk}
+func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{client: c, reader: reader, clock: clk}
 }
 
 // SetupWithManager watches PyJobs, the Jobs, services and claims they own, and their pods (for
@@ -118,19 +122,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 }
 
 // ensure creates obj unless it exists; existing receives what is there. A same-named object the
-// PyJob does not control is never adopted: the returned problem says so.
+// PyJob does not control is never adopted: the returned problem says so. The cache may not have
+// seen an object this PyJob created moments ago: a fresh creation is taken from the create's
+// answer, and an AlreadyExists is looked up on the apiserver before it is called a conflict.
 func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (string, error) {
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	key := client.ObjectKeyFromObject(obj)
+	err := r.client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
 		err = r.client.Create(ctx, obj)
 		switch {
+		case err == nil:
+			reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(obj).Elem())
+			return "", nil
 		case apierrors.IsAlreadyExists(err):
-			// The cache holds only kiln's objects: this one is someone else's.
-			return conflict(obj), nil
-		case err != nil:
+			err = r.reader.Get(ctx, key, existing)
+		default:
 			return "", fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
-		return "", r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 	}
 	if err != nil {
 		return "", err

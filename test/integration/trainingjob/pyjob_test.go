@@ -1,0 +1,107 @@
+package trainingjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// A reconcile reads its own creations from the cache before the cache has seen them: creating a
+// PyJob's claim, Service and Job must neither fail the reconcile ("not found") nor report a name
+// conflict that is not one.
+func TestPyJobCreationIgnoresTheCachesLag(t *testing.T) {
+	ns := env.Namespace(t)
+	before := reconcileErrors(t, "pyjob")
+	size := resource.MustParse("1Gi")
+	var names []string
+	for i := range 5 {
+		p := &trainingv1alpha1.PyJob{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lag-%d", i), Namespace: ns},
+			Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, Workers: 2,
+				DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output", Output: &trainingv1alpha1.OutputStorage{Size: &size}},
+		}
+		if err := env.Client.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
+	testenv.Eventually(t, func() error {
+		for _, name := range names {
+			p := &trainingv1alpha1.PyJob{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+				return err
+			}
+			if strings.Contains(p.Status.Message, "already exists") {
+				t.Fatalf("%s reports a name conflict with its own object: %s", name, p.Status.Message)
+			}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &batchv1.Job{}); err != nil || p.Status.Phase == "" {
+				return fmt.Errorf("%s: phase %q, Job: %v", name, p.Status.Phase, err)
+			}
+		}
+		return nil
+	})
+	if got := reconcileErrors(t, "pyjob") - before; got != 0 {
+		t.Errorf("%v PyJob reconciles failed while creating 5 PyJobs; want none", got)
+	}
+}
+
+// reconcileErrors is controller-runtime's count of failed reconciles of a controller so far.
+func reconcileErrors(t *testing.T, controller string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if testenv.Label(m, "controller") == controller {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// A Job of the PyJob's name that someone else made (so not in kiln's cache) is never adopted: the
+// PyJob says why it cannot start.
+func TestPyJobReportsARealNameConflict(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	foreign := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns}, Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}}},
+	}}
+	if err := env.Client.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	p := &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns},
+		Spec:       trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"},
+	}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		if !strings.Contains(p.Status.Message, "Job taken already exists and does not belong to this PyJob") {
+			return fmt.Errorf("status message %q", p.Status.Message)
+		}
+		return nil
+	})
+}
