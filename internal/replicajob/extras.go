@@ -3,6 +3,7 @@ package replicajob
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +17,9 @@ import (
 
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=create;patch;delete
 
-// FieldManager owns the fields kiln applies to a job's extras.
-const FieldManager = "kiln"
+// fieldManager owns the fields kiln applies to a job's extras (the InferenceService controller's
+// manager has the same name: both are kiln).
+const fieldManager = "kiln"
 
 // syncExtras applies the framework's extras of a job whose generation or activity changed since
 // they were last synced by this process (so a running job costs no request per reconcile; a
@@ -40,8 +42,11 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, status *
 		var err error
 		if e.Wanted {
 			o.SetOwnerReferences([]metav1.OwnerReference{*owner})
-			o.SetLabels(mergeLabels(o.GetLabels(), map[string]string{kubeflowv1.LabelJobName: job.GetName(), kubeflowv1.LabelOperatorName: r.fw.ControllerName}))
-			err = r.client.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
+			labels := map[string]string{}
+			maps.Copy(labels, o.GetLabels())
+			labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
+			o.SetLabels(labels)
+			err = r.client.Patch(ctx, o, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
 		} else {
 			err = client.IgnoreNotFound(r.client.Delete(ctx, o))
 		}
@@ -58,15 +63,4 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, status *
 type extrasState struct {
 	uid types.UID
 	key string
-}
-
-func mergeLabels(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
