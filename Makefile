@@ -32,6 +32,7 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations fro
 	rm -f charts/kiln/crds/*.yaml && cp config/crd/bases/*.yaml charts/kiln/crds/; \
 	cp config/rbac/role.yaml charts/kiln/files/manager-role.yaml; \
 	cp config/rbac/edit_role.yaml config/rbac/view_role.yaml charts/kiln/files/; \
+	cp config/components/mpi-kubectl-exec/rbac.yaml charts/kiln/files/mpi-kubectl-exec-role.yaml; \
 	cp config/webhook/manifests.yaml charts/kiln/files/webhooks.yaml
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -31,14 +32,18 @@ Usage:
   kiln fetch [flags]     download a model for an InferenceService (its init container)
   kiln wait-for HOST...  wait until HOST resolves (PyTorch workers' init container)
   kiln version           the version, commit, Go and Kubernetes libraries of this build
+  kiln install-kubectl DEST
+                         copy kiln to DEST, where, named kubectl, it serves kubectl exec
+                         (the init container of MPIJob launchers in kubectl-exec mode)
 `
 
 // commands are kiln's subcommands.
 var commands = map[string]func(args []string) error{
-	"manager":  runManager,
-	"dev":      runDev,
-	"fetch":    runFetch,
-	"wait-for": runWaitFor,
+	"manager":         runManager,
+	"dev":             runDev,
+	"fetch":           runFetch,
+	"wait-for":        runWaitFor,
+	"install-kubectl": runInstallKubectl,
 	"version": func([]string) error {
 		fmt.Print(version.String())
 		return nil
@@ -46,6 +51,13 @@ var commands = map[string]func(args []string) error{
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == "kubectl" {
+		if err := runKubectl(os.Args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Print(usage)
 		return
@@ -83,6 +95,7 @@ func runManager(args []string) error {
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
+	fs.StringVar(&o.MPIRemoteStart, "mpi-remote-start", kubeflowv1.MPIRemoteStartSSH, "how MPIJob launchers start ranks on workers when the job does not say (annotation kiln.dev/mpi-remote-start): ssh, or kubectl-exec, which also lets jobs choose it and needs kiln to hold pods/exec (kustomize component mpi-kubectl-exec, Helm value mpi.kubectlExec)")
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", version.Image(), "image of the PyTorch workers' init container, which runs `kiln wait-for` on the master (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")

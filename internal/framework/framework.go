@@ -1,7 +1,7 @@
 // Package framework defines what a training framework declares to the replica-job engine: its
 // kind, replica types, default container and port, the environment that tells each replica about
 // the cluster, and the rule that says when a job is running or has succeeded. The engine knows
-// nothing else about TensorFlow, PyTorch or XGBoost.
+// nothing else about TensorFlow, PyTorch, XGBoost, JAX, Paddle or MPI.
 package framework
 
 import (
@@ -32,10 +32,12 @@ type Framework struct {
 	// in which the engine evaluates them.
 	ReplicaTypes []kubeflowv1.ReplicaType
 	// DefaultContainer is the container that receives the default port and whose exit code decides
-	// an ExitCode restart.
+	// an ExitCode restart; every replica must have one. Empty: the first container is, whatever
+	// its name (MPI).
 	DefaultContainer string
 	// DefaultPortName and DefaultPort are added to the default container when it has no port of
-	// that name; the headless services expose the default container's ports.
+	// that name (none when DefaultPortName is empty); the headless services expose the default
+	// container's ports.
 	DefaultPortName string
 	DefaultPort     int32
 	// DefaultRestartPolicy applies to replica specs that leave restartPolicy empty.
@@ -55,6 +57,13 @@ type Framework struct {
 	// SetClusterSpec adds to the pod template of replica (rtype, index) what tells it about the
 	// rest of the job: environment variables, init containers. It must be a pure function.
 	SetClusterSpec func(job Job, template *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error
+	// PodName names the pod and service of replica (rtype, index). Optional; the default is
+	// ReplicaName's "<job>-<lowercase type>-<index>".
+	PodName func(job Job, rtype kubeflowv1.ReplicaType, index int) string
+	// Services says whether the job's replicas get headless services. Optional; nil means they
+	// do. A job without them keeps no retry history across recreated pods (see the engine's
+	// AnnotationRestarts): its backoffLimit counts the pods it sees.
+	Services func(job Job) bool
 	// IsMasterRole says whether replica (rtype, index) gets the job-role=master label.
 	IsMasterRole func(job Job, rtype kubeflowv1.ReplicaType, index int) bool
 	// Outcome applies the framework's success and running rules to the replicas seen now.
@@ -65,11 +74,24 @@ type Framework struct {
 	// FailedMessage is the Failed condition's message when n pods of rtype failed. Optional; the
 	// default is "<Kind> <name> is failed because <n> <rtype> replica(s) failed.".
 	FailedMessage func(job Job, rtype kubeflowv1.ReplicaType, n int32) string
-	// Extras are the objects a job needs besides its pods and services (PyTorch's elastic HPA),
-	// built purely from the job; active says whether the job runs (neither suspended nor
-	// finished). The engine server-side applies the wanted ones, owned by the job, whenever the
-	// job's generation or activity changed, and deletes the unwanted ones by name. Optional.
-	Extras func(job Job, active bool) []Extra
+	// Extras are the objects a job needs besides its pods and services (PyTorch's elastic HPA,
+	// MPI's hostfile ConfigMap), built purely from the job and its State. The engine server-side
+	// applies the wanted ones, owned by the job, whenever what it built differs from what it last
+	// applied, and deletes the unwanted ones by name. Optional.
+	Extras func(job Job, state State) []Extra
+	// Secrets are created once per job, before its pods, and never read, updated or deleted by
+	// kiln (they go with the job, which owns them): key material kiln needs no right to read
+	// back. Built when they are to be created; an existing one of the same name is taken as
+	// created. Optional.
+	Secrets func(job Job) ([]*corev1.Secret, error)
+}
+
+// State is what the engine saw of a job, beyond its spec, when it builds the job's extras.
+type State struct {
+	// Active says whether the job runs: neither suspended nor finished.
+	Active bool
+	// Running lists, by replica type, the indexes of the pods in phase Running, ascending.
+	Running map[kubeflowv1.ReplicaType][]int
 }
 
 // Extra is one object of Framework.Extras: Object is applied when Wanted, deleted otherwise.

@@ -19,6 +19,17 @@ func ReplicaName(jobName string, rtype kubeflowv1.ReplicaType, index int) string
 	return strings.ReplaceAll(n, "/", "-")
 }
 
+// PodNameOf is the name of the pod and service of replica (rtype, index) under fw's naming.
+func (fw Framework) PodNameOf(job Job, rtype kubeflowv1.ReplicaType, index int) string {
+	if fw.PodName != nil {
+		return fw.PodName(job, rtype, index)
+	}
+	return ReplicaName(job.GetName(), rtype, index)
+}
+
+// HasServices says whether job's replicas get headless services under fw.
+func (fw Framework) HasServices(job Job) bool { return fw.Services == nil || fw.Services(job) }
+
 // NumReplicas is spec.replicas, 1 when unset (the engine defaults it anyway).
 func NumReplicas(spec *kubeflowv1.ReplicaSpec) int32 {
 	if spec == nil {

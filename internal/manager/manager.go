@@ -34,6 +34,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/jax"
+	"github.com/kiln-ml/kiln/internal/framework/mpi"
 	"github.com/kiln-ml/kiln/internal/framework/paddle"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
@@ -59,8 +60,12 @@ type Options struct {
 	Engine  replicajob.Options
 	// ClusterDomain is appended to TF_CONFIG hosts (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
 	ClusterDomain string
-	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container.
+	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container, and of
+	// MPIJob launchers' kubectl-delivery one (both kiln's).
 	PyTorchInitImage string
+	// MPIRemoteStart is the MPIJob remote start of jobs that name none: ssh (default) or
+	// kubectl-exec (which needs the mpi-kubectl-exec RBAC).
+	MPIRemoteStart string
 	// Logger is the manager's logger; default controller-runtime's global one.
 	Logger logr.Logger
 	// Serving configures the InferenceService controller.
@@ -81,6 +86,7 @@ func Frameworks(o Options) map[string]framework.Framework {
 		"xgboostjob": xgboost.New(),
 		"jaxjob":     jax.New(),
 		"paddlejob":  paddle.New(),
+		"mpijob":     mpi.New(mpi.Config{RemoteStart: o.MPIRemoteStart, KubectlImage: o.PyTorchInitImage}),
 	}
 }
 

@@ -63,7 +63,7 @@ func desiredPod(fw framework.Framework, job framework.Job, rtype kubeflowv1.Repl
 	spec := job.GetReplicaSpecs()[rtype]
 	t := spec.Template.DeepCopy()
 	if err := fw.SetClusterSpec(job, t, rtype, index); err != nil {
-		return nil, fmt.Errorf("building pod %s: %w", framework.ReplicaName(job.GetName(), rtype, index), err)
+		return nil, fmt.Errorf("building pod %s: %w", fw.PodNameOf(job, rtype, index), err)
 	}
 	podLabels := make(map[string]string, len(t.Labels)+5)
 	for k, v := range t.Labels {
@@ -81,7 +81,7 @@ func desiredPod(fw framework.Framework, job framework.Job, rtype kubeflowv1.Repl
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            framework.ReplicaName(job.GetName(), rtype, index),
+			Name:            fw.PodNameOf(job, rtype, index),
 			Namespace:       job.GetNamespace(),
 			Labels:          podLabels,
 			Annotations:     t.Annotations,
@@ -105,7 +105,7 @@ func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.
 	l := replicaLabels(fw, job, rtype, index)
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            framework.ReplicaName(job.GetName(), rtype, index),
+			Name:            fw.PodNameOf(job, rtype, index),
 			Namespace:       job.GetNamespace(),
 			Labels:          l,
 			OwnerReferences: []metav1.OwnerReference{controllerRef(fw, job)},
@@ -118,7 +118,7 @@ func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.
 // first one (which then received the default port), or -1 for a template without containers.
 func defaultContainerIndex(fw framework.Framework, spec *corev1.PodSpec) int {
 	for i, c := range spec.Containers {
-		if c.Name == fw.DefaultContainer {
+		if fw.DefaultContainer != "" && c.Name == fw.DefaultContainer {
 			return i
 		}
 	}
@@ -140,7 +140,10 @@ func Children(fw framework.Framework, job framework.Job) ([]*corev1.Pod, []*core
 			if err != nil {
 				return nil, nil, err
 			}
-			pods, services = append(pods, pod), append(services, desiredService(fw, job, rtype, index))
+			pods = append(pods, pod)
+			if fw.HasServices(job) {
+				services = append(services, desiredService(fw, job, rtype, index))
+			}
 		}
 	}
 	return pods, services, nil

@@ -13,11 +13,6 @@ import (
 // again in memory at every reconcile, so behaviour is the same with or without webhooks
 // (DECISIONS #1). cleanPodPolicy is the operator's default for runPolicy.cleanPodPolicy.
 func Default(fw framework.Framework, job framework.Job, cleanPodPolicy kubeflowv1.CleanPodPolicy) {
-	rp := job.GetRunPolicy()
-	if rp.CleanPodPolicy == nil {
-		p := cleanPodPolicy
-		rp.CleanPodPolicy = &p
-	}
 	job.SetReplicaSpecs(canonicalTypes(fw, job.GetReplicaSpecs()))
 	for _, spec := range job.GetReplicaSpecs() {
 		if spec == nil {
@@ -34,6 +29,11 @@ func Default(fw framework.Framework, job framework.Job, cleanPodPolicy kubeflowv
 	}
 	if fw.Default != nil {
 		fw.Default(job)
+	}
+	// After the framework's defaults: MPI's deprecated spec.cleanPodPolicy comes before kiln's.
+	if rp := job.GetRunPolicy(); rp.CleanPodPolicy == nil {
+		p := cleanPodPolicy
+		rp.CleanPodPolicy = &p
 	}
 }
 
@@ -65,7 +65,7 @@ func CanonicalType(fw framework.Framework, rtype kubeflowv1.ReplicaType) kubeflo
 // container when none has the default name) unless a port of that name exists.
 func setDefaultPort(fw framework.Framework, spec *corev1.PodSpec) {
 	idx := defaultContainerIndex(fw, spec)
-	if idx < 0 {
+	if idx < 0 || fw.DefaultPortName == "" {
 		return
 	}
 	c := &spec.Containers[idx]

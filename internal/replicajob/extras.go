@@ -2,10 +2,12 @@ package replicajob
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,37 +17,51 @@ import (
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
+// Extras are applied and deleted; Secrets only ever created (never read: see Framework.Secrets).
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
 // fieldManager owns the fields kiln applies to a job's extras (the InferenceService controller's
 // manager has the same name: both are kiln).
 const fieldManager = "kiln"
 
-// syncExtras applies the framework's extras of a job whose generation or activity changed since
-// they were last synced by this process (so a running job costs no request per reconcile; a
-// restart syncs every job once). An extra's Wanted turning false deletes it.
-func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, status *kubeflowv1.JobStatus) error {
+// syncExtras applies the framework's extras of a job when what they are built into differs from
+// what this process last applied for the job (so a running job whose extras stay the same costs
+// no request per reconcile; a restart syncs every job once). An extra's Wanted turning false
+// deletes it.
+func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan) error {
 	if r.fw.Extras == nil {
 		return nil
 	}
-	active := !isFinished(status) && !isSuspended(job)
-	synced := extrasState{uid: job.GetUID(), key: strconv.FormatInt(job.GetGeneration(), 10) + "/" + strconv.FormatBool(active)}
-	name := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	if v, ok := r.extrasSynced.Load(name); ok && v.(extrasState) == synced {
-		return nil
-	}
+	state := framework.State{Active: !isFinished(&p.Status) && !isSuspended(job), Running: p.Running}
 	owner := metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))
-	for _, e := range r.fw.Extras(job, active) {
+	extras := r.fw.Extras(job, state)
+	for _, e := range extras {
 		o := e.Object
 		o.SetNamespace(job.GetNamespace())
-		ctx, end := tracing.Start(ctx, "sync "+fmt.Sprintf("%T", o), tracing.Object(r.fw.Kind, job.GetNamespace(), o.GetName())...)
-		var err error
 		if e.Wanted {
 			o.SetOwnerReferences([]metav1.OwnerReference{*owner})
 			labels := map[string]string{}
 			maps.Copy(labels, o.GetLabels())
 			labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
 			o.SetLabels(labels)
+		}
+	}
+	built, err := json.Marshal(extras)
+	if err != nil {
+		return fmt.Errorf("building the extras of %s %s: %w", r.fw.Kind, job.GetName(), err)
+	}
+	synced := syncedState{uid: job.GetUID(), sum: sha256.Sum256(built)}
+	name := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
+	if v, ok := r.extrasSynced.Load(name); ok && v.(syncedState) == synced {
+		return nil
+	}
+	for _, e := range extras {
+		o := e.Object
+		ctx, end := tracing.Start(ctx, "sync "+fmt.Sprintf("%T", o), tracing.Object(r.fw.Kind, job.GetNamespace(), o.GetName())...)
+		var err error
+		if e.Wanted {
 			err = r.client.Patch(ctx, o, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
 		} else {
 			err = client.IgnoreNotFound(r.client.Delete(ctx, o))
@@ -59,8 +75,42 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, status *
 	return nil
 }
 
-// extrasState is what a job's extras were last synced for: its UID, generation and activity.
-type extrasState struct {
+// syncedState is what a job's extras or secrets were last synced for: its UID and a digest of
+// what was built (secrets: none).
+type syncedState struct {
 	uid types.UID
-	key string
+	sum [sha256.Size]byte
+}
+
+// createSecrets creates the framework's secrets of a job once per process; AlreadyExists means an
+// earlier reconcile (or process) created them. Finished jobs need none.
+func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Plan) error {
+	if r.fw.Secrets == nil || isFinished(&p.Status) {
+		return nil
+	}
+	name := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
+	if v, ok := r.secretsCreated.Load(name); ok && v.(syncedState).uid == job.GetUID() {
+		return nil
+	}
+	secrets, err := r.fw.Secrets(job)
+	if err != nil {
+		return fmt.Errorf("building the secrets of %s %s: %w", r.fw.Kind, job.GetName(), err)
+	}
+	owner := metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))
+	for _, s := range secrets {
+		s.Namespace = job.GetNamespace()
+		s.OwnerReferences = []metav1.OwnerReference{*owner}
+		labels := map[string]string{}
+		maps.Copy(labels, s.Labels)
+		labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
+		s.Labels = labels
+		ctx, end := tracing.Start(ctx, "create Secret", tracing.Object(r.fw.Kind, job.GetNamespace(), s.Name)...)
+		err := r.client.Create(ctx, s)
+		end(err)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating secret %s of %s %s: %w", s.Name, r.fw.Kind, job.GetName(), err)
+		}
+	}
+	r.secretsCreated.Store(name, syncedState{uid: job.GetUID()})
+	return nil
 }

@@ -76,8 +76,12 @@ func toLower(rtype kubeflowv1.ReplicaType) kubeflowv1.ReplicaType {
 
 // exitCode is the exit code of the pod's default container, or exitCodeUnknown.
 func exitCode(fw framework.Framework, pod *corev1.Pod) int32 {
+	i := defaultContainerIndex(fw, &pod.Spec)
+	if i < 0 {
+		return exitCodeUnknown
+	}
 	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == fw.DefaultContainer && s.State.Terminated != nil {
+		if s.Name == pod.Spec.Containers[i].Name && s.State.Terminated != nil {
 			return s.State.Terminated.ExitCode
 		}
 	}

@@ -32,6 +32,8 @@ type Plan struct {
 	Became []Transition
 	// RequeueAfter is when time alone changes something: the active deadline or the TTL.
 	RequeueAfter time.Duration
+	// Running lists, by replica type, the indexes of the pods seen running (a job that runs).
+	Running map[kubeflowv1.ReplicaType][]int
 }
 
 // Transition is a condition that turned True; First when the job never had that condition.
@@ -196,9 +198,10 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.deleteService(svc)
 		}
 	}
+	services := p.fw.HasServices(p.job)
 	for index := range n {
 		svc := p.kids.services[rtype][index]
-		if svc == nil {
+		if svc == nil && services {
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
 		restarts, countedUID := serviceRestarts(svc)
@@ -229,6 +232,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		switch pod.Status.Phase {
 		case corev1.PodRunning:
 			count.Active++
+			p.running(rtype, index)
 		case corev1.PodSucceeded:
 			count.Succeeded++
 			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(p.fw, pod) == 0)
@@ -238,6 +242,13 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 	}
 	return count, nil
+}
+
+func (p *planner) running(rtype kubeflowv1.ReplicaType, index int) {
+	if p.plan.Running == nil {
+		p.plan.Running = map[kubeflowv1.ReplicaType][]int{}
+	}
+	p.plan.Running[rtype] = append(p.plan.Running[rtype], index)
 }
 
 func (o *observed) comeBack(rtype kubeflowv1.ReplicaType) {

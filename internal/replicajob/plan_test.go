@@ -59,7 +59,7 @@ func (w *world) pod(rtype kubeflowv1.ReplicaType, index int, phase corev1.PodPha
 	p.UID = types.UID(fmt.Sprintf("%s-uid-%d", p.Name, len(w.pods)))
 	p.Status.Phase = phase
 	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: w.fw.DefaultContainer,
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[defaultContainerIndex(w.fw, &p.Spec)].Name,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
 	}
 	kept := w.pods[:0]
@@ -69,7 +69,7 @@ func (w *world) pod(rtype kubeflowv1.ReplicaType, index int, phase corev1.PodPha
 		}
 	}
 	w.pods = append(kept, p)
-	if w.service(p.Name) == nil {
+	if w.service(p.Name) == nil && w.fw.HasServices(w.job) {
 		s := desiredService(w.fw, w.job, rtype, index)
 		s.UID = types.UID(s.Name + "-svc-uid")
 		w.services = append(w.services, s)

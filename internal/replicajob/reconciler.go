@@ -56,7 +56,9 @@ type Reconciler struct {
 	// pending is when each job's unwritten status change was first seen (see statusWait).
 	pending sync.Map // types.NamespacedName -> pendingStatus
 	// extrasSynced is what each job's extras were last synced for (see syncExtras).
-	extrasSynced sync.Map // types.NamespacedName -> extrasState
+	extrasSynced sync.Map // types.NamespacedName -> syncedState
+	// secretsCreated holds the jobs whose secrets this process created (see createSecrets).
+	secretsCreated sync.Map // types.NamespacedName -> syncedState
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -74,6 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			r.expect.forget(req.NamespacedName)
 			r.pending.Delete(req.NamespacedName)
 			r.extrasSynced.Delete(req.NamespacedName)
+			r.secretsCreated.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -97,8 +100,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	events, writeErr := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
-	writeErr = errors.Join(writeErr, r.syncExtras(ctx, job, &p.Status))
+	// What the pods mount comes first; should it fail, the pods are still created (the kubelet
+	// waits for their volumes) and the error retries the reconcile.
+	writeErr := errors.Join(r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	events, err := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
+	writeErr = errors.Join(writeErr, err)
 	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
 	if !changed {
 		r.pending.Delete(req.NamespacedName)

@@ -35,7 +35,7 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 		errs = append(errs, field.Required(specsPath, "name at least one replica type: "+typeList(fw)))
 	}
 	for _, rtype := range sortedTypes(fw, specs) {
-		errs = append(errs, validateReplica(fw, name, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
+		errs = append(errs, validateReplica(fw, job, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
 	}
 	errs = append(errs, validateManagedBy(job, old)...)
 	var warnings []string
@@ -48,7 +48,7 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 
 // validateReplica checks one replica spec: a known type, containers with images, the framework's
 // default container, and names short enough for the Services the job creates.
-func validateReplica(fw framework.Framework, jobName string, rtype kubeflowv1.ReplicaType, spec *kubeflowv1.ReplicaSpec, path *field.Path) field.ErrorList {
+func validateReplica(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, spec *kubeflowv1.ReplicaSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !slices.Contains(fw.ReplicaTypes, rtype) {
 		return append(errs, field.NotSupported(path, string(rtype), typeStrings(fw)))
@@ -62,6 +62,9 @@ func validateReplica(fw framework.Framework, jobName string, rtype kubeflowv1.Re
 	containers := spec.Template.Spec.Containers
 	cpath := path.Child("template", "spec", "containers")
 	if len(containers) == 0 {
+		if fw.DefaultContainer == "" {
+			return append(errs, field.Required(cpath, "must be specified: add the container to run"))
+		}
 		return append(errs, field.Required(cpath, fmt.Sprintf("must be specified: add a container named %s", fw.DefaultContainer)))
 	}
 	hasDefault := false
@@ -71,13 +74,14 @@ func validateReplica(fw framework.Framework, jobName string, rtype kubeflowv1.Re
 		}
 		hasDefault = hasDefault || c.Name == fw.DefaultContainer
 	}
-	if !hasDefault {
+	if !hasDefault && fw.DefaultContainer != "" {
 		errs = append(errs, field.Required(cpath, fmt.Sprintf("must have at least one container with name %s (it gets the job's port and its exit code decides restarts)", fw.DefaultContainer)))
 	}
 	if n := framework.NumReplicas(spec); n > 0 {
-		if last := framework.ReplicaName(jobName, rtype, int(n)-1); len(last) > maxServiceName {
+		jobName := job.GetName()
+		if last := fw.PodNameOf(job, rtype, int(n)-1); len(last) > maxServiceName {
 			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), jobName, fmt.Sprintf(
-				"must be at most %d characters: the Service of the last %s replica would be named %s, longer than the %d a Service name allows",
+				"must be at most %d characters: the pod (and Service) of the last %s replica would be named %s, longer than the %d a hostname allows",
 				maxServiceName-(len(last)-len(jobName)), rtype, last, maxServiceName)))
 		}
 	}

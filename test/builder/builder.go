@@ -40,6 +40,11 @@ func PaddleJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.PaddleJob{ObjectMeta: meta(name, ns)}, container: "paddle"}
 }
 
+// MPIJob starts an MPIJob (its containers are named mpi; MPI uses the first whatever its name).
+func MPIJob(name, ns string) *Job {
+	return &Job{obj: &kubeflowv1.MPIJob{ObjectMeta: meta(name, ns)}, container: "mpi"}
+}
+
 // XGBoostJob starts an XGBoostJob.
 func XGBoostJob(name, ns string) *Job {
 	return &Job{obj: &kubeflowv1.XGBoostJob{ObjectMeta: meta(name, ns)}, container: "xgboost"}

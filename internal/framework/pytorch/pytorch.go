@@ -69,7 +69,7 @@ func New(cfg Config) framework.Framework {
 		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
 			return outcome(pyTorchJob(job), replicas)
 		},
-		Extras: func(job framework.Job, active bool) []framework.Extra { return extras(pyTorchJob(job), active) },
+		Extras: func(job framework.Job, s framework.State) []framework.Extra { return extras(pyTorchJob(job), s.Active) },
 	}
 }
 

@@ -92,6 +92,10 @@ func xgb(ns string) *builder.Job {
 	return builder.XGBoostJob("xgb", ns).Replicas("Master", 1).Replicas("Worker", 2)
 }
 
+func mpiJob(ns string) *builder.Job {
+	return builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 2)
+}
+
 func job(b func(string) *builder.Job, edit func(framework.Job)) func(string) client.Object {
 	return func(ns string) client.Object { return b(ns).Edit(edit).Obj() }
 }
@@ -180,6 +184,16 @@ var table = []badInput{
 	{name: "XGBoostJob without Master", obj: func(ns string) client.Object { return builder.XGBoostJob("xgb", ns).Replicas("Worker", 2).Obj() }, field: "spec.xgbReplicaSpecs[Master]"},
 	{name: "XGBoostJob three masters", obj: job(xgb, func(j framework.Job) { spec(j, "Master").Replicas = ptr.To[int32](3) }), field: "spec.xgbReplicaSpecs[Master].replicas"},
 	{name: "XGBoostJob container without image", obj: job(xgb, func(j framework.Job) { spec(j, "Master").Template.Spec.Containers[0].Image = "" }), field: "image"},
+	// MPIJob
+	{name: "MPIJob without Launcher", obj: func(ns string) client.Object { return builder.MPIJob("pi", ns).Replicas("Worker", 2).Obj() }, field: "spec.mpiReplicaSpecs"},
+	{name: "MPIJob two launchers", obj: job(mpiJob, func(j framework.Job) { spec(j, "Launcher").Replicas = ptr.To[int32](2) }), field: "spec.mpiReplicaSpecs[Launcher].replicas", webhookOnly: true},
+	{name: "MPIJob unknown replica type", obj: func(ns string) client.Object { return mpiJob(ns).Replicas("Master", 1).Obj() }, field: "spec.mpiReplicaSpecs"},
+	{name: "MPIJob replica without containers", obj: job(mpiJob, func(j framework.Job) { spec(j, "Worker").Template.Spec.Containers = nil }), field: "spec.mpiReplicaSpecs"},
+	{name: "MPIJob slotsPerWorker 0", obj: job(mpiJob, func(j framework.Job) { j.(*kubeflowv1.MPIJob).Spec.SlotsPerWorker = ptr.To[int32](0) }), field: "spec.slotsPerWorker"},
+	{name: "MPIJob kubectl-exec without the opt-in", obj: job(mpiJob, func(j framework.Job) {
+		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPIRemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
+	}), field: "metadata.annotations[kiln.dev/mpi-remote-start]", webhookOnly: true},
+	{name: "MPIJob unknown mainContainer", obj: job(mpiJob, func(j framework.Job) { j.(*kubeflowv1.MPIJob).Spec.MainContainer = "trainer" }), field: "spec.mainContainer", webhookOnly: true},
 	// PyJob
 	{name: "PyJob name not a DNS-1035 label", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Name = "1train" }), field: "metadata.name"},
 	{name: "PyJob without image", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Image = "" }), field: "spec.image"},

@@ -1,0 +1,170 @@
+// Package mpi is the MPIJob framework: a launcher pod that runs mpirun and decides the job's
+// outcome, worker pods it starts the ranks on, the hostfile ConfigMap <name>-config, and the
+// remote start of the ranks: SSH with a per-job key pair (the default, which needs no rights on
+// pods/exec) or, opted into, Kubeflow v1's `kubectl exec`.
+package mpi
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/version"
+)
+
+const (
+	launcher = kubeflowv1.MPIJobReplicaTypeLauncher
+	worker   = kubeflowv1.MPIJobReplicaTypeWorker
+)
+
+// Config holds the operator-level settings of the MPI framework.
+type Config struct {
+	// RemoteStart is the remote start of jobs that do not choose one (kubeflowv1.MPIRemoteStart*;
+	// default ssh). kubectl-exec also allows jobs to choose it: kiln then holds pods/exec, which
+	// it grants to those jobs' launchers.
+	RemoteStart string
+	// KubectlImage is the image of the launcher's kubectl-delivery init container in
+	// kubectl-exec mode: kiln's own, which serves as kubectl exec (default version.Image()).
+	KubectlImage string
+}
+
+// New returns the MPIJob framework.
+func New(cfg Config) framework.Framework {
+	if cfg.RemoteStart == "" {
+		cfg.RemoteStart = kubeflowv1.MPIRemoteStartSSH
+	}
+	if cfg.KubectlImage == "" {
+		cfg.KubectlImage = version.Image()
+	}
+	return framework.Framework{
+		Kind:              kubeflowv1.MPIJobKind,
+		Name:              "mpi",
+		ControllerName:    "mpijob-controller",
+		ReplicaSpecsField: "mpiReplicaSpecs",
+		ReplicaTypes:      []kubeflowv1.ReplicaType{launcher, worker},
+		// As Kubeflow: the first container runs MPI, whatever its name, and gets no port.
+		DefaultRestartPolicy: kubeflowv1.RestartPolicyNever,
+		NewJob:               func() framework.Job { return &kubeflowv1.MPIJob{} },
+		NewJobList:           func() client.ObjectList { return &kubeflowv1.MPIJobList{} },
+		Default:              func(job framework.Job) { setDefaults(mpiJob(job)) },
+		Validate: func(job framework.Job, specs *field.Path) (field.ErrorList, []string) {
+			return validate(cfg, mpiJob(job), specs)
+		},
+		PodName: func(job framework.Job, rtype kubeflowv1.ReplicaType, index int) string {
+			return podName(job.GetName(), rtype, index)
+		},
+		// SSH reaches the launcher and workers by the names in the hostfile: each gets a
+		// headless service of its name. kubectl exec names pods and needs none.
+		Services: func(job framework.Job) bool { return remoteStart(cfg, mpiJob(job)) == kubeflowv1.MPIRemoteStartSSH },
+		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, _ int) error {
+			setClusterSpec(cfg, mpiJob(job), t, rtype)
+			return nil
+		},
+		IsMasterRole: func(_ framework.Job, rtype kubeflowv1.ReplicaType, _ int) bool { return rtype == launcher },
+		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
+			l := replicas[launcher]
+			switch {
+			case l.Replicas > 0 && l.Succeeded >= l.Replicas:
+				return framework.Outcome{Succeeded: true, Message: fmt.Sprintf("MPIJob %s is successfully completed.", job.GetName())}
+			case l.Active > 0:
+				return framework.Outcome{Running: true, Message: fmt.Sprintf("MPIJob %s is running.", job.GetName())}
+			}
+			return framework.Outcome{}
+		},
+		// The launcher decides: a rank lost with its worker fails mpirun, and so the launcher.
+		IgnoresFailures: func(_ framework.Job, rtype kubeflowv1.ReplicaType) bool { return rtype == worker },
+		Extras: func(job framework.Job, s framework.State) []framework.Extra {
+			return extras(cfg, mpiJob(job), s)
+		},
+		Secrets: func(job framework.Job) ([]*corev1.Secret, error) {
+			j := mpiJob(job)
+			if remoteStart(cfg, j) != kubeflowv1.MPIRemoteStartSSH {
+				return nil, nil
+			}
+			s, err := sshAuthSecret(j)
+			if err != nil {
+				return nil, err
+			}
+			return []*corev1.Secret{s}, nil
+		},
+	}
+}
+
+func mpiJob(job framework.Job) *kubeflowv1.MPIJob { return job.(*kubeflowv1.MPIJob) }
+
+// podName is "<job>-launcher" for the launcher and "<job>-worker-<i>" for the workers, as
+// Kubeflow names them.
+func podName(job string, rtype kubeflowv1.ReplicaType, index int) string {
+	if rtype == launcher {
+		return job + "-launcher"
+	}
+	return framework.ReplicaName(job, rtype, index)
+}
+
+// remoteStart is the job's remote start: its annotation's, else the operator's default.
+func remoteStart(cfg Config, job *kubeflowv1.MPIJob) string {
+	if v := job.Annotations[kubeflowv1.AnnotationMPIRemoteStart]; v != "" {
+		return v
+	}
+	return cfg.RemoteStart
+}
+
+// setDefaults copies the deprecated top-level cleanPodPolicy into runPolicy when only it is set
+// (when both are, runPolicy's wins, as in Kubeflow).
+func setDefaults(job *kubeflowv1.MPIJob) {
+	if job.Spec.CleanPodPolicy != nil && job.Spec.RunPolicy.CleanPodPolicy == nil {
+		p := *job.Spec.CleanPodPolicy
+		job.Spec.RunPolicy.CleanPodPolicy = &p
+	}
+}
+
+// validate checks what Kubeflow's in-controller MPI validation checks beyond the engine's rules,
+// and the remote start.
+func validate(cfg Config, job *kubeflowv1.MPIJob, specs *field.Path) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+	l := job.Spec.MPIReplicaSpecs[launcher]
+	switch {
+	case l == nil:
+		errs = append(errs, field.Required(specs.Key(string(launcher)), "an MPIJob needs a Launcher: it runs mpirun and decides the job's outcome"))
+	case framework.NumReplicas(l) != 1:
+		errs = append(errs, field.Invalid(specs.Key(string(launcher)).Child("replicas"), framework.NumReplicas(l), "must be 1: one launcher runs mpirun; add replicas to Worker instead"))
+	}
+	annotation := field.NewPath("metadata", "annotations").Key(kubeflowv1.AnnotationMPIRemoteStart)
+	switch rs := remoteStart(cfg, job); rs {
+	case kubeflowv1.MPIRemoteStartSSH:
+	case kubeflowv1.MPIRemoteStartKubectlExec:
+		if cfg.RemoteStart != kubeflowv1.MPIRemoteStartKubectlExec {
+			errs = append(errs, field.Forbidden(annotation, "kubectl-exec is not enabled in this kiln install (it needs rights on pods/exec): "+
+				"remove the annotation to use SSH, or have the install enable it (kustomize component config/components/mpi-kubectl-exec, Helm value mpi.kubectlExec=true)"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(annotation, rs, []string{kubeflowv1.MPIRemoteStartSSH, kubeflowv1.MPIRemoteStartKubectlExec}))
+	}
+	if p := job.Annotations[kubeflowv1.AnnotationMPISSHAuthMountPath]; p != "" && (p[0] != '/' || len(p) < 2) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(kubeflowv1.AnnotationMPISSHAuthMountPath), p,
+			"must be an absolute path: the .ssh folder of the user MPI runs as, e.g. /home/mpiuser/.ssh"))
+	}
+	if mc := job.Spec.MainContainer; mc != "" {
+		if w := job.Spec.MPIReplicaSpecs[worker]; w != nil && !hasContainer(&w.Template.Spec, mc) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "mainContainer"), mc, "names no container of the Worker template: name one, or remove it to use the first"))
+		}
+	}
+	if c, r := job.Spec.CleanPodPolicy, job.Spec.RunPolicy.CleanPodPolicy; c != nil && r != nil && *c != *r {
+		warnings = append(warnings, fmt.Sprintf("spec.cleanPodPolicy (%s) is deprecated and differs from spec.runPolicy.cleanPodPolicy (%s), which applies: remove spec.cleanPodPolicy", *c, *r))
+	}
+	return errs, warnings
+}
+
+func hasContainer(spec *corev1.PodSpec, name string) bool {
+	for _, c := range spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}

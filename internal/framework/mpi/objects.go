@@ -1,0 +1,168 @@
+package mpi
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+)
+
+const (
+	// sshPublicKey is the Secret's key of the public key (ssh-privatekey is the type's own).
+	sshPublicKey = "ssh-publickey"
+	// privateKeyFile is the private key's file name in the .ssh folder, one ssh tries by default.
+	privateKeyFile = "id_ed25519"
+)
+
+// ConfigMapName is the job's hostfile ConfigMap, "<job>-config".
+func ConfigMapName(job string) string { return job + "-config" }
+
+// SSHSecretName is the job's key-pair Secret, "<job>-ssh-<first 8 of its UID>": kiln never reads
+// it back, so a Secret of a deleted job of the same name, not yet collected, must not pass for it.
+func SSHSecretName(job *kubeflowv1.MPIJob) string {
+	uid := string(job.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return strings.TrimSuffix(job.Name+"-ssh-"+uid, "-")
+}
+
+// launcherAccount is the launcher's service account in kubectl-exec mode: its template's, else
+// "<job>-launcher", which kiln creates.
+func launcherAccount(job *kubeflowv1.MPIJob) string {
+	if l := job.Spec.MPIReplicaSpecs[launcher]; l != nil && l.Template.Spec.ServiceAccountName != "" {
+		return l.Template.Spec.ServiceAccountName
+	}
+	return podName(job.Name, launcher, 0)
+}
+
+// extras are the job's ConfigMap (hostfile and discover_hosts.sh; kubexec.sh in kubectl-exec
+// mode) and, in kubectl-exec mode, the launcher's ServiceAccount, Role and RoleBinding: the Role
+// grants exec into this job's workers only.
+func extras(cfg Config, job *kubeflowv1.MPIJob, s framework.State) []framework.Extra {
+	data := map[string]string{
+		HostfileName:      Hostfile(job),
+		DiscoverHostsName: DiscoverHosts(job, s.Running[worker]),
+	}
+	if remoteStart(cfg, job) != kubeflowv1.MPIRemoteStartKubectlExec {
+		return []framework.Extra{{Object: configMap(job, data), Wanted: true}}
+	}
+	data[KubexecName] = Kubexec(job)
+	name := podName(job.Name, launcher, 0)
+	var workers []string
+	for i := range int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker])) {
+		workers = append(workers, podName(job.Name, worker, i))
+	}
+	out := []framework.Extra{{Object: configMap(job, data), Wanted: true}}
+	if launcherAccount(job) == name {
+		out = append(out, framework.Extra{Object: &corev1.ServiceAccount{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name},
+		}, Wanted: true})
+	}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	if len(workers) > 0 {
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: workers})
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: launcherAccount(job), Namespace: job.Namespace}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+	}
+	return append(out, framework.Extra{Object: role, Wanted: true}, framework.Extra{Object: binding, Wanted: true})
+}
+
+func configMap(job *kubeflowv1.MPIJob, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(job.Name)},
+		Data:       data,
+	}
+}
+
+func slots(job *kubeflowv1.MPIJob) int {
+	if s := job.Spec.SlotsPerWorker; s != nil && *s > 0 {
+		return int(*s)
+	}
+	return 1
+}
+
+// Hostfile lists every worker, "<job>-worker-<i> slots=<n>" per line, after the launcher when it
+// has a GPU (it then runs ranks too).
+func Hostfile(job *kubeflowv1.MPIJob) string {
+	var b strings.Builder
+	n := strconv.Itoa(slots(job))
+	if isGPULauncher(job) {
+		b.WriteString(podName(job.Name, launcher, 0) + " slots=" + n + "\n")
+	}
+	for i := range int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker])) {
+		b.WriteString(podName(job.Name, worker, i) + " slots=" + n + "\n")
+	}
+	return b.String()
+}
+
+// DiscoverHosts is a script printing the hosts that run now, "<host>:<slots>" per line: the
+// launcher when it has a GPU, and the running workers (indexes ascending).
+func DiscoverHosts(job *kubeflowv1.MPIJob, running []int) string {
+	var b strings.Builder
+	n := strconv.Itoa(slots(job))
+	b.WriteString("#!/bin/sh\n")
+	if isGPULauncher(job) {
+		b.WriteString("echo " + podName(job.Name, launcher, 0) + ":" + n + "\n")
+	}
+	for _, i := range running {
+		b.WriteString("echo " + podName(job.Name, worker, i) + ":" + n + "\n")
+	}
+	return b.String()
+}
+
+// Kubexec is kubectl-exec mode's rsh agent: it runs its arguments in the pod named first, in the
+// main container when the job names one.
+func Kubexec(job *kubeflowv1.MPIJob) string {
+	container := ""
+	if job.Spec.MainContainer != "" {
+		container = " --container " + job.Spec.MainContainer
+	}
+	return fmt.Sprintf("#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n%s/kubectl exec ${POD_NAME}%s -- /bin/sh -c \"$*\"\n", KubectlMountPath, container)
+}
+
+// sshAuthSecret is a new key pair for the job: an Ed25519 private key in OpenSSH's format and its
+// public key in authorized_keys format.
+func sshAuthSecret(job *kubeflowv1.MPIJob) (*corev1.Secret, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating the SSH key pair: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, job.Namespace+"/"+job.Name)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the SSH private key: %w", err)
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the SSH public key: %w", err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: SSHSecretName(job)},
+		Type:       corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{
+			corev1.SSHAuthPrivateKey: pem.EncodeToMemory(block),
+			sshPublicKey:             ssh.MarshalAuthorizedKey(sshPub),
+		},
+	}, nil
+}

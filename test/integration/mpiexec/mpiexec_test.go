@@ -1,0 +1,160 @@
+// Package mpiexec runs kiln with MPIJob's kubectl-exec remote start enabled (what the
+// mpi-kubectl-exec component installs) against the real kube-apiserver.
+package mpiexec
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (stop func(), err error) {
+		o := testenv.ManagerOptions()
+		o.Kinds, o.MPIRemoteStart, o.PyTorchInitImage = []string{"mpijob"}, kubeflowv1.MPIRemoteStartKubectlExec, "ghcr.io/kiln-ml/kiln:test"
+		return e.StartManager(o)
+	}))
+}
+
+func get(t *testing.T, ns, name string, obj client.Object) error {
+	t.Helper()
+	return env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
+}
+
+// TestKubectlExecMode: Kubeflow v1's objects. The launcher runs as its own ServiceAccount, whose
+// Role allows exec into this job's workers only; kubexec.sh is in the ConfigMap; no Services and
+// no key pair.
+func TestKubectlExecMode(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj().(*kubeflowv1.MPIJob)
+	job.Spec.MainContainer = "mpi"
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	testenv.Eventually(t, func() error {
+		pods = env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi"})
+		return testenv.Count("pods", len(pods), 3)
+	})
+	launcher := pods[0]
+	if launcher.Name != "pi-launcher" || launcher.Spec.ServiceAccountName != "pi-launcher" {
+		t.Errorf("launcher %s runs as %q, want pi-launcher as pi-launcher", launcher.Name, launcher.Spec.ServiceAccountName)
+	}
+	if ic := launcher.Spec.InitContainers; len(ic) != 1 || ic[0].Image != "ghcr.io/kiln-ml/kiln:test" ||
+		!cmp.Equal(ic[0].Command, []string{"/kiln", "install-kubectl", "/opt/kube/kubectl"}) {
+		t.Errorf("launcher init containers %+v: want kiln's kubectl-delivery", ic)
+	}
+	vars := map[string]string{}
+	for _, e := range launcher.Spec.Containers[0].Env {
+		vars[e.Name] = e.Value
+	}
+	if vars["OMPI_MCA_plm_rsh_agent"] != "/etc/mpi/kubexec.sh" || vars["I_MPI_HYDRA_BOOTSTRAP"] != "rsh" || vars["I_MPI_HYDRA_BOOTSTRAP_EXEC"] != "/etc/mpi/kubexec.sh" {
+		t.Errorf("launcher env %v", vars)
+	}
+	if cmd := pods[1].Spec.Containers[0].Command; !cmp.Equal(cmd, []string{"sleep", "365d"}) {
+		t.Errorf("worker command %v, want sleep 365d", cmd)
+	}
+
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	var sa corev1.ServiceAccount
+	var cm corev1.ConfigMap
+	testenv.Eventually(t, func() error {
+		for name, obj := range map[string]client.Object{"pi-launcher": &role, "pi-config": &cm} {
+			if err := get(t, ns, name, obj); err != nil {
+				return err
+			}
+		}
+		if err := get(t, ns, "pi-launcher", &binding); err != nil {
+			return err
+		}
+		return get(t, ns, "pi-launcher", &sa)
+	})
+	wantRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: []string{"pi-worker-0", "pi-worker-1"}},
+	}
+	if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
+		t.Errorf("role (-want +got):\n%s", diff)
+	}
+	if s := binding.Subjects; len(s) != 1 || s[0].Name != "pi-launcher" || s[0].Namespace != ns || binding.RoleRef.Name != "pi-launcher" {
+		t.Errorf("binding %+v", binding)
+	}
+	for _, o := range []metav1.Object{&role, &binding, &sa, &cm} {
+		if !metav1.IsControlledBy(o, job) {
+			t.Errorf("%s is not owned by the job: %v", o.GetName(), o.GetOwnerReferences())
+		}
+	}
+	want := "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n/opt/kube/kubectl exec ${POD_NAME} --container mpi -- /bin/sh -c \"$*\"\n"
+	if cm.Data["kubexec.sh"] != want || cm.Data["hostfile"] != "pi-worker-0 slots=1\npi-worker-1 slots=1\n" {
+		t.Errorf("config map %v", cm.Data)
+	}
+	var services corev1.ServiceList
+	var secrets corev1.SecretList
+	if err := env.Client.List(context.Background(), &services, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(services.Items) != 0 || len(secrets.Items) != 0 {
+		t.Errorf("%d services and %d secrets, want none in kubectl-exec mode", len(services.Items), len(secrets.Items))
+	}
+
+	// Scaling the workers follows in the Role and the hostfile.
+	testenv.Eventually(t, func() error {
+		if err := get(t, ns, "pi", job); err != nil {
+			return err
+		}
+		three := int32(3)
+		job.Spec.MPIReplicaSpecs["Worker"].Replicas = &three
+		return env.Client.Update(context.Background(), job)
+	})
+	testenv.Eventually(t, func() error {
+		if err := get(t, ns, "pi-launcher", &role); err != nil {
+			return err
+		}
+		return testenv.Count("workers the launcher may exec into", len(role.Rules[1].ResourceNames), 3)
+	})
+}
+
+// TestSSHStillChosenPerJob: with kubectl-exec the install's default, a job can still ask for SSH.
+func TestSSHStillChosenPerJob(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.MPIJob("ssh", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj()
+	job.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPIRemoteStart: kubeflowv1.MPIRemoteStartSSH})
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		var secrets corev1.SecretList
+		if err := env.Client.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var services corev1.ServiceList
+		if err := env.Client.List(context.Background(), &services, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := testenv.Count("secrets", len(secrets.Items), 1); err != nil {
+			return err
+		}
+		return testenv.Count("services", len(services.Items), 2)
+	})
+	var role rbacv1.Role
+	if err := get(t, ns, "ssh-launcher", &role); err == nil {
+		t.Error("an SSH job got a Role: want none")
+	}
+}

@@ -1,0 +1,166 @@
+package trainingjob
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// mpiConfig waits until the job's ConfigMap has a discover_hosts.sh for which ok holds.
+func mpiConfig(t *testing.T, ns, name string, ok func(*corev1.ConfigMap) error) *corev1.ConfigMap {
+	t.Helper()
+	var cm corev1.ConfigMap
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name + "-config"}, &cm); err != nil {
+			return err
+		}
+		return ok(&cm)
+	})
+	return &cm
+}
+
+func discoverHosts(want string) func(*corev1.ConfigMap) error {
+	return func(cm *corev1.ConfigMap) error {
+		if got := cm.Data["discover_hosts.sh"]; got != want {
+			return fmt.Errorf("discover_hosts.sh is %q, want %q", got, want)
+		}
+		return nil
+	}
+}
+
+// TestMPIJobSSH: the default remote start. Launcher and workers with the job's key pair, headless
+// services under the hostfile's names, the ConfigMap following the running workers, and the
+// launcher deciding the outcome.
+func TestMPIJobSSH(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj().(*kubeflowv1.MPIJob)
+	job.Spec.SlotsPerWorker = ptr.To[int32](2)
+	job.Spec.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyAll) // the deprecated field still applies
+	create(t, job)
+	pods := waitPods(t, job, 3)
+	launcher, w0, w1 := pods[0], pods[1], pods[2]
+	if launcher.Name != "pi-launcher" || w0.Name != "pi-worker-0" || w1.Name != "pi-worker-1" {
+		t.Fatalf("pods %s %s %s, want pi-launcher pi-worker-0 pi-worker-1", launcher.Name, w0.Name, w1.Name)
+	}
+	if launcher.Labels[kubeflowv1.LabelJobRole] != "master" || launcher.Labels[kubeflowv1.LabelReplicaType] != "launcher" ||
+		launcher.Labels[kubeflowv1.LabelOperatorName] != "mpijob-controller" || launcher.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("launcher labels %v restartPolicy %s", launcher.Labels, launcher.Spec.RestartPolicy)
+	}
+	wantEnv := map[string]string{
+		"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile", "I_MPI_HYDRA_BOOTSTRAP": "ssh",
+		"OMPI_MCA_plm_rsh_args":                 "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+		"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+		"NVIDIA_VISIBLE_DEVICES":                "", "NVIDIA_DRIVER_CAPABILITIES": "",
+	}
+	if diff := cmp.Diff(wantEnv, envOf(launcher, "mpi")); diff != "" {
+		t.Errorf("launcher env (-want +got):\n%s", diff)
+	}
+	if got := w0.Spec.Containers[0].Command; !slices.Equal(got, []string{"/usr/sbin/sshd", "-De"}) {
+		t.Errorf("worker command %v, want sshd", got)
+	}
+
+	// The key pair: created once, owned by the job, mounted on every pod; kiln never reads it.
+	var secret corev1.Secret
+	name := "pi-ssh-" + string(job.UID)[:8]
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &secret); err != nil {
+		t.Fatalf("the SSH secret: %v", err)
+	}
+	if secret.Type != corev1.SecretTypeSSHAuth || !strings.HasPrefix(string(secret.Data["ssh-privatekey"]), "-----BEGIN OPENSSH PRIVATE KEY-----") ||
+		!strings.HasPrefix(string(secret.Data["ssh-publickey"]), "ssh-ed25519 ") || !metav1.IsControlledBy(&secret, job) {
+		t.Errorf("secret %s: type %s, keys %d, owners %v", name, secret.Type, len(secret.Data), secret.OwnerReferences)
+	}
+	for _, p := range pods {
+		if v := volume(p, "ssh-auth"); v == nil || v.Secret.SecretName != name {
+			t.Errorf("%s does not mount %s", p.Name, name)
+		}
+	}
+	var svcNames []string
+	testenvEventuallyServices(t, job, 3, &svcNames)
+	if diff := cmp.Diff([]string{"pi-launcher", "pi-worker-0", "pi-worker-1"}, svcNames); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
+	}
+
+	cm := mpiConfig(t, ns, "pi", discoverHosts("#!/bin/sh\n"))
+	if want := "pi-worker-0 slots=2\npi-worker-1 slots=2\n"; cm.Data["hostfile"] != want {
+		t.Errorf("hostfile %q, want %q", cm.Data["hostfile"], want)
+	}
+	env.Run(t, &w1)
+	mpiConfig(t, ns, "pi", discoverHosts("#!/bin/sh\necho pi-worker-1:2\n"))
+	env.Run(t, &w0)
+	env.Run(t, &launcher)
+	mpiConfig(t, ns, "pi", discoverHosts("#!/bin/sh\necho pi-worker-0:2\necho pi-worker-1:2\n"))
+	running := waitCondition(t, job, kubeflowv1.JobRunning)
+	if got := lastCondition(running).Message; got != "MPIJob pi is running." {
+		t.Errorf("Running message %q", got)
+	}
+	env.Exit(t, &launcher, 0)
+	done := waitCondition(t, job, kubeflowv1.JobSucceeded)
+	if got := lastCondition(done).Message; got != "MPIJob pi is successfully completed." {
+		t.Errorf("Succeeded message %q", got)
+	}
+	// cleanPodPolicy All from the deprecated field: every pod goes.
+	testenv.Eventually(t, func() error { return testenv.Count("pods of pi", len(jobPods(t, job)), 0) })
+}
+
+// TestMPIJobOutcomeIsTheLaunchers: a worker that fails leaves the job to its launcher; the
+// launcher failing fails it.
+func TestMPIJobOutcomeIsTheLaunchers(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.MPIJob("mpifail", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj())
+	pods := waitPods(t, job, 3)
+	runAll(t, pods)
+	waitCondition(t, job, kubeflowv1.JobRunning)
+	env.Exit(t, &pods[2], 137)
+	testenv.Consistently(t, func() error {
+		if c := lastCondition(get(t, job)); c.Type != kubeflowv1.JobRunning {
+			return fmt.Errorf("a worker failed and the job is %s: the launcher decides", c.Type)
+		}
+		return nil
+	})
+	env.Exit(t, &pods[0], 1)
+	failed := waitCondition(t, job, kubeflowv1.JobFailed)
+	if got := lastCondition(failed).Message; got != "MPIJob mpifail is failed because 1 Launcher replica(s) failed." {
+		t.Errorf("Failed message %q", got)
+	}
+}
+
+// TestMPIJobKubectlExecNeedsTheInstallToAllowIt: without the opt-in, a job asking for kubectl
+// exec fails with the reason (the webhook refuses it at admission; here, without webhooks, the
+// controller does), and nothing is created.
+func TestMPIJobKubectlExecNeedsTheInstallToAllowIt(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := builder.MPIJob("exec", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj()
+	job.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPIRemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
+	create(t, job)
+	failed := waitCondition(t, job, kubeflowv1.JobFailed)
+	if got := lastCondition(failed).Message; !strings.Contains(got, "kubectl-exec is not enabled in this kiln install") {
+		t.Errorf("Failed message %q", got)
+	}
+	if n := len(jobPods(t, job)); n != 0 {
+		t.Errorf("%d pods, want none", n)
+	}
+}
+
+func volume(p corev1.Pod, name string) *corev1.Volume {
+	for i := range p.Spec.Volumes {
+		if p.Spec.Volumes[i].Name == name {
+			return &p.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
