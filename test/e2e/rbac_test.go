@@ -60,6 +60,8 @@ func TestUserRolesAggregate(t *testing.T) {
 		{"bob", "get", "serving.kiln.dev", "inferenceservices", true},
 		{"bob", "create", "kubeflow.org", "pytorchjobs", false},
 		{notebook, "create", "kubeflow.org", "pytorchjobs", true},
+		{notebook, "create", "kubeflow.org", "mpijobs", true},
+		{"bob", "get", "kubeflow.org", "mpijobs", true},
 		{notebook, "create", "training.kiln.dev", "pyjobs", true},
 	}
 	testenv.EventuallyWithin(t, timeout, func() error {
