@@ -74,14 +74,23 @@ func toLower(rtype kubeflowv1.ReplicaType) kubeflowv1.ReplicaType {
 	return kubeflowv1.ReplicaType(b)
 }
 
-// exitCode is the exit code of the pod's default container, or exitCodeUnknown.
-func exitCode(fw framework.Framework, pod *corev1.Pod) int32 {
-	i := defaultContainerIndex(fw, &pod.Spec)
-	if i < 0 {
-		return exitCodeUnknown
+// mainContainer is the name of the default container of rtype's pods, read from the job's
+// template (the cache keeps no pod specs).
+func mainContainer(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType) string {
+	spec := job.GetReplicaSpecs()[rtype]
+	if spec == nil {
+		return fw.DefaultContainer
 	}
+	if i := defaultContainerIndex(fw, &spec.Template.Spec); i >= 0 {
+		return spec.Template.Spec.Containers[i].Name
+	}
+	return fw.DefaultContainer
+}
+
+// exitCode is the exit code of the pod's container named container, or exitCodeUnknown.
+func exitCode(container string, pod *corev1.Pod) int32 {
 	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == pod.Spec.Containers[i].Name && s.State.Terminated != nil {
+		if s.Name == container && s.State.Terminated != nil {
 			return s.State.Terminated.ExitCode
 		}
 	}
@@ -103,12 +112,12 @@ func containerRestarts(pod *corev1.Pod) int32 {
 // isRetryable says whether a failed pod is recreated under the replica's restart policy: always
 // for OnFailure and Always, for ExitCode when the main container was killed by a signal (128+)
 // or never terminated at all.
-func isRetryable(fw framework.Framework, policy kubeflowv1.RestartPolicy, pod *corev1.Pod) bool {
+func isRetryable(container string, policy kubeflowv1.RestartPolicy, pod *corev1.Pod) bool {
 	switch policy {
 	case kubeflowv1.RestartPolicyOnFailure, kubeflowv1.RestartPolicyAlways:
 		return true
 	case kubeflowv1.RestartPolicyExitCode:
-		return exitCode(fw, pod) >= 128
+		return exitCode(container, pod) >= 128
 	}
 	return false
 }

@@ -235,7 +235,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.running(rtype, index)
 		case corev1.PodSucceeded:
 			count.Succeeded++
-			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(p.fw, pod) == 0)
+			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(mainContainer(p.fw, p.job, rtype), pod) == 0)
 		case corev1.PodFailed:
 			count.Failed++
 			seen.failed = append(seen.failed, failedPod{rtype: rtype, pod: pod, svc: svc, restarts: restarts, counted: counted})
@@ -268,7 +268,7 @@ func (p *planner) verdict(replicas framework.Replicas, seen observed) {
 	var permanent, retry []failedPod
 	for _, f := range seen.failed {
 		switch {
-		case isRetryable(p.fw, specs[f.rtype].RestartPolicy, f.pod):
+		case isRetryable(mainContainer(p.fw, p.job, f.rtype), specs[f.rtype].RestartPolicy, f.pod):
 			retry = append(retry, f)
 			if !f.counted {
 				retries++
@@ -344,7 +344,7 @@ func (p *planner) exited(failed []failedPod) {
 			continue
 		}
 		p.event(corev1.EventTypeNormal, "ExitedWithCode",
-			fmt.Sprintf("Pod: %s.%s exited with code %d", f.pod.Namespace, f.pod.Name, exitCode(p.fw, f.pod)))
+			fmt.Sprintf("Pod: %s.%s exited with code %d", f.pod.Namespace, f.pod.Name, exitCode(mainContainer(p.fw, p.job, f.rtype), f.pod)))
 	}
 }
 

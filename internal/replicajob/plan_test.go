@@ -62,6 +62,7 @@ func (w *world) pod(rtype kubeflowv1.ReplicaType, index int, phase corev1.PodPha
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[defaultContainerIndex(w.fw, &p.Spec)].Name,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
 	}
+	p.Spec = corev1.PodSpec{} // as the manager's cache keeps pods: without their specs
 	kept := w.pods[:0]
 	for _, old := range w.pods {
 		if old.Name != p.Name {
