@@ -18,10 +18,12 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/replicajob"
 )
 
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
-// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob); the
+// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob) and
+// the retry count pods of kinds without services carry (replicajob.AnnotationRestarts); the
 // phase, an unschedulable PodScheduled condition (PyJob), and each container's name, restart
 // count and how it ended. kiln never writes a pod it read, so nothing else is needed.
 func keepPodStatus(obj any) (any, error) {
@@ -34,8 +36,13 @@ func keepPodStatus(obj any) (any, error) {
 		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 		Labels: keepLabels(pod.Labels), OwnerReferences: pod.OwnerReferences,
 	}, Status: corev1.PodStatus{Phase: pod.Status.Phase}}
-	if idx, ok := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
-		slim.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: idx}
+	for _, a := range []string{batchv1.JobCompletionIndexAnnotation, replicajob.AnnotationRestarts} {
+		if v, ok := pod.Annotations[a]; ok {
+			if slim.Annotations == nil {
+				slim.Annotations = map[string]string{}
+			}
+			slim.Annotations[a] = v
+		}
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/internal/replicajob"
 )
 
 func TestCachedChildrenKeepOnlyTheLabelsKilnReads(t *testing.T) {
@@ -57,5 +59,18 @@ func TestCachedChildrenKeepOnlyTheLabelsKilnReads(t *testing.T) {
 	}
 	if l := podOf(map[string]string{"app": "x"}).Labels; l != nil {
 		t.Errorf("a pod with none of kiln's labels keeps %v", l)
+	}
+}
+
+func TestCachedPodsKeepOnlyTheAnnotationsKilnReads(t *testing.T) {
+	obj, err := keepPodStatus(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{
+		replicajob.AnnotationRestarts: "3", "batch.kubernetes.io/job-completion-index": "1", "team": "a",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{replicajob.AnnotationRestarts: "3", "batch.kubernetes.io/job-completion-index": "1"}
+	if got := obj.(*corev1.Pod).Annotations; !maps.Equal(got, want) {
+		t.Errorf("annotations %v, want %v", got, want)
 	}
 }

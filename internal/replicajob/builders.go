@@ -14,7 +14,9 @@ import (
 )
 
 // Annotations on a replica's service that carry its retry history across pod recreations, so
-// that backoffLimit survives operator restarts (the pods that failed are gone).
+// that backoffLimit survives operator restarts (the pods that failed are gone). A kind without
+// services carries the count on the pod instead: its replacement is created with the count so
+// far (kept in memory between the failed pod's deletion and the replacement's creation).
 const (
 	// AnnotationRestarts counts the retries of this replica index: recreated pods plus the
 	// in-place container restarts of pods since replaced.

@@ -3,6 +3,7 @@ package replicajob
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,9 @@ type Plan struct {
 	RequeueAfter time.Duration
 	// Running lists, by replica type, the indexes of the pods seen running (a job that runs).
 	Running map[kubeflowv1.ReplicaType][]int
+	// Carried are the retry counts of a kind without services whose pods are gone and not yet
+	// replaced, by pod name: what the next plan must be given (see AnnotationRestarts).
+	Carried map[string]int32
 }
 
 // Transition is a condition that turned True; First when the job never had that condition.
@@ -70,18 +74,20 @@ type planner struct {
 	seen metav1.Time
 	kids children
 	plan *Plan
+	// carried is the Carried of the previous plan.
+	carried map[string]int32
 }
 
 // plan decides one reconcile of a defaulted job, given its children seen now. seen is when the
 // job's status change not yet written was first seen (zero: now): a paced first write still
-// says the job was created and started then.
-func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now, seen time.Time) (*Plan, error) {
+// says the job was created and started then. carried is the previous plan's Carried.
+func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now, seen time.Time, carried map[string]int32) (*Plan, error) {
 	if seen.IsZero() || seen.After(now) {
 		seen = now
 	}
 	p := &planner{
 		fw: fw, job: job, now: metav1.NewTime(now), seen: metav1.NewTime(seen),
-		kids: groupChildren(fw, job, pods, services),
+		kids: groupChildren(fw, job, pods, services), carried: carried,
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
 	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
@@ -204,8 +210,11 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		if svc == nil && services {
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
-		restarts, countedUID := serviceRestarts(svc)
 		pod := p.kids.pods[rtype][index]
+		restarts, countedUID := serviceRestarts(svc)
+		if !services {
+			restarts, countedUID = p.podRestarts(rtype, index, pod)
+		}
 		if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
 			if countedUID != "" && (pod == nil || string(pod.UID) != countedUID) {
 				seen.comeBack(rtype)
@@ -215,6 +224,13 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			desired, err := desiredPod(p.fw, p.job, rtype, index)
 			if err != nil {
 				return count, err
+			}
+			if !services && restarts > 0 {
+				desired.Annotations = maps.Clone(desired.Annotations)
+				if desired.Annotations == nil {
+					desired.Annotations = map[string]string{}
+				}
+				desired.Annotations[AnnotationRestarts] = strconv.Itoa(int(restarts))
 			}
 			p.plan.CreatePods = append(p.plan.CreatePods, desired)
 			seen.retries += restarts
@@ -242,6 +258,32 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 	}
 	return count, nil
+}
+
+// podRestarts is the retry history of a replica of a kind without services: the count its pod
+// carries, or, while the pod is gone, the one kept since its deletion. The second value stands
+// in for a service's counted pod: a replacement that does not run yet is coming back.
+func (p *planner) podRestarts(rtype kubeflowv1.ReplicaType, index int, pod *corev1.Pod) (int32, string) {
+	name := p.fw.PodNameOf(p.job, rtype, index)
+	if n := p.carried[name]; n > 0 && (pod == nil || pod.DeletionTimestamp != nil) {
+		p.carry(name, n) // until the replacement exists
+		return n, "replaced"
+	}
+	if pod == nil {
+		return 0, ""
+	}
+	n, _ := strconv.Atoi(pod.Annotations[AnnotationRestarts])
+	if n > 0 {
+		return int32(n), "replaced"
+	}
+	return 0, ""
+}
+
+func (p *planner) carry(name string, n int32) {
+	if p.plan.Carried == nil {
+		p.plan.Carried = map[string]int32{}
+	}
+	p.plan.Carried[name] = n
 }
 
 func (p *planner) running(rtype kubeflowv1.ReplicaType, index int) {
@@ -352,8 +394,11 @@ func (p *planner) exited(failed []failedPod) {
 // later reconcile creates it anew under the same name.
 func (p *planner) restart(retry []failedPod) {
 	for _, f := range retry {
-		if !f.counted && f.svc != nil {
+		switch {
+		case !f.counted && f.svc != nil:
 			p.plan.MarkRestarts = append(p.plan.MarkRestarts, restartMark{Service: f.svc, Restarts: f.restarts + 1, PodUID: string(f.pod.UID)})
+		case !p.fw.HasServices(p.job):
+			p.carry(f.pod.Name, f.restarts+1)
 		}
 		p.deletePod(f.pod)
 	}

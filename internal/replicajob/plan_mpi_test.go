@@ -1,6 +1,8 @@
 package replicajob
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -52,3 +54,45 @@ func TestPlanMPILauncherDecides(t *testing.T) {
 		t.Errorf("launcher succeeded: %s %q, want Succeeded", c.Type, c.Message)
 	}
 }
+
+// A kind without services keeps a replica's retries on its pod: the replacement of a failed pod
+// is created carrying the count, which the reconciler keeps meanwhile, so backoffLimit holds.
+func TestPlanRetriesWithoutServicesReachTheBackoffLimit(t *testing.T) {
+	fw := mpi.New(mpi.Config{RemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
+	w := newWorld(fw, builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 1).
+		RestartPolicy("Launcher", kubeflowv1.RestartPolicyExitCode).BackoffLimit(2))
+	w.pod("Worker", 0, corev1.PodRunning, 0)
+	w.pod("Launcher", 0, corev1.PodRunning, 0)
+	var carrying map[string]string // the annotations of the launcher now running
+	for attempt := int32(1); attempt <= 2; attempt++ {
+		w.pod("Launcher", 0, corev1.PodFailed, 137).Annotations = carrying // killed: retryable
+		p := w.plan(t)
+		if c := last(p.Status); c.Type != kubeflowv1.JobRestarting || len(p.DeletePods) != 1 {
+			t.Fatalf("attempt %d: %s, deletes %v; want Restarting and the launcher deleted", attempt, c.Type, names(p.DeletePods))
+		}
+		if p.Carried["pi-launcher"] != attempt {
+			t.Fatalf("attempt %d: carried %v, want pi-launcher=%d", attempt, p.Carried, attempt)
+		}
+		// The failed pod is gone; the next plan creates its replacement with the count.
+		w.pods, w.carried = removeNamed(w.pods, "pi-launcher"), p.Carried
+		p = w.plan(t)
+		if len(p.CreatePods) != 1 || p.CreatePods[0].Annotations[AnnotationRestarts] != itoa(attempt) {
+			t.Fatalf("attempt %d: creates %v, want pi-launcher carrying %d retries", attempt, names(p.CreatePods), attempt)
+		}
+		if c := last(p.Status); c.Type != kubeflowv1.JobRestarting {
+			t.Errorf("attempt %d: replacement not running yet: %s, want still Restarting", attempt, c.Type)
+		}
+		carrying = p.CreatePods[0].Annotations
+		w.pod("Launcher", 0, corev1.PodRunning, 0).Annotations = carrying
+		w.carried = w.plan(t).Carried
+		if len(w.carried) != 0 {
+			t.Errorf("attempt %d: still carried %v once the replacement exists", attempt, w.carried)
+		}
+	}
+	w.pod("Launcher", 0, corev1.PodFailed, 137).Annotations = carrying
+	if c := last(w.plan(t).Status); c.Type != kubeflowv1.JobFailed || !strings.Contains(c.Message, "backoff limit") {
+		t.Errorf("third kill with backoffLimit 2: %s %q, want Failed by the backoff limit", c.Type, c.Message)
+	}
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -31,6 +31,8 @@ type world struct {
 	job      framework.Job
 	pods     []*corev1.Pod
 	services []*corev1.Service
+	// carried is what the reconciler keeps between plans (Plan.Carried).
+	carried map[string]int32
 }
 
 func newWorld(fw framework.Framework, b *builder.Job) *world {
@@ -99,7 +101,7 @@ func (w *world) service(name string) *corev1.Service {
 
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
-	p, err := plan(w.fw, w.job, w.pods, w.services, now, time.Time{})
+	p, err := plan(w.fw, w.job, w.pods, w.services, now, time.Time{}, w.carried)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +393,7 @@ func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
 func TestPlanStartsAJobWhenFirstSeen(t *testing.T) {
 	w := newWorld(tf, builder.TFJob("late", "ns").Replicas("Worker", 1))
 	seen := now.Add(-20 * time.Second)
-	p, err := plan(w.fw, w.job, w.pods, w.services, now, seen)
+	p, err := plan(w.fw, w.job, w.pods, w.services, now, seen, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

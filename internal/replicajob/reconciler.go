@@ -59,6 +59,9 @@ type Reconciler struct {
 	extrasSynced sync.Map // types.NamespacedName -> syncedState
 	// secretsCreated holds the jobs whose secrets this process created (see createSecrets).
 	secretsCreated sync.Map // types.NamespacedName -> syncedState
+	// carried holds each job's last Plan.Carried: retry counts of kinds without services between
+	// a failed pod's deletion and its replacement's creation (see AnnotationRestarts).
+	carried sync.Map // types.NamespacedName -> carriedRestarts
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -77,6 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			r.pending.Delete(req.NamespacedName)
 			r.extrasSynced.Delete(req.NamespacedName)
 			r.secretsCreated.Delete(req.NamespacedName)
+			r.carried.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -95,7 +99,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	desired := job.DeepCopyObject().(framework.Job)
 	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
 	pending := r.pendingOf(req.NamespacedName, job)
-	p, err := plan(r.fw, desired, pods, services, now, pending.since)
+	var carried map[string]int32
+	if v, ok := r.carried.Load(req.NamespacedName); ok && v.(carriedRestarts).uid == job.GetUID() {
+		carried = v.(carriedRestarts).counts
+	}
+	p, err := plan(r.fw, desired, pods, services, now, pending.since, carried)
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)
@@ -103,6 +111,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	// What the pods mount comes first; should it fail, the pods are still created (the kubelet
 	// waits for their volumes) and the error retries the reconcile.
 	writeErr := errors.Join(r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	if len(p.Carried) > 0 {
+		r.carried.Store(req.NamespacedName, carriedRestarts{uid: job.GetUID(), counts: p.Carried})
+	} else if carried != nil {
+		r.carried.Delete(req.NamespacedName)
+	}
 	events, err := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
 	writeErr = errors.Join(writeErr, err)
 	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
@@ -168,6 +181,12 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pen
 		due = minTime(due, pending.turned.Add(conditionIntervals*r.opts.StatusInterval))
 	}
 	return due.Sub(now)
+}
+
+// carriedRestarts is a job's Plan.Carried.
+type carriedRestarts struct {
+	uid    types.UID
+	counts map[string]int32
 }
 
 // pendingStatus is when a job's unwritten status change was first seen, and when a condition

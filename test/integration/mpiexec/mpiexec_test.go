@@ -4,7 +4,9 @@ package mpiexec
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -156,5 +158,41 @@ func TestSSHStillChosenPerJob(t *testing.T) {
 	var role rbacv1.Role
 	if err := get(t, ns, "ssh-launcher", &role); err == nil {
 		t.Error("an SSH job got a Role: want none")
+	}
+}
+
+// TestBackoffLimitHoldsWithoutServices: with no service to keep it on, a replica's retry count
+// rides on its replacement pod, so a launcher killed again and again fails the job at the limit.
+func TestBackoffLimitHoldsWithoutServices(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.MPIJob("killed", ns).Replicas("Launcher", 1).Replicas("Worker", 1).
+		RestartPolicy("Launcher", kubeflowv1.RestartPolicyExitCode).BackoffLimit(1).Obj()
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	launcher := func(not types.UID) *corev1.Pod {
+		var p corev1.Pod
+		testenv.Eventually(t, func() error {
+			if err := get(t, ns, "killed-launcher", &p); err != nil {
+				return err
+			}
+			if p.UID == not || p.DeletionTimestamp != nil {
+				return fmt.Errorf("no new launcher yet")
+			}
+			return nil
+		})
+		return &p
+	}
+	first := launcher("")
+	env.Exit(t, first, 137)
+	second := launcher(first.UID)
+	if got := second.Annotations["kiln.dev/restarts"]; got != "1" {
+		t.Errorf("the replacement carries %q retries, want 1", got)
+	}
+	env.Run(t, second)
+	env.Exit(t, second, 137)
+	failed := env.WaitCondition(t, job, kubeflowv1.JobFailed, testenv.Timeout)
+	if c := failed.GetJobStatus().Conditions; !strings.Contains(c[len(c)-1].Message, "backoff limit") {
+		t.Errorf("Failed %q, want the backoff limit", c[len(c)-1].Message)
 	}
 }
