@@ -38,6 +38,7 @@ func runDev(args []string) error {
 	fs.IntVar(&o.Nodes, "nodes", 4, "CPU nodes")
 	fs.IntVar(&o.GPUNodes, "gpu-nodes", 2, "nodes with nvidia.com/gpu")
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per GPU node")
+	fs.BoolVar(&o.GangScheduling, "gang-scheduling", true, "serve Kubernetes' own PodGroups (feature gate GenericWorkload): kiln then gang-schedules jobs with more than one pod")
 	stages := fs.String("stages", "config/dev/stages.yaml", "kwok stages for simulated training")
 	fs.StringVar(&samplePaths, "samples", "config/samples,config/samples/serving", "comma-separated sample manifests to apply (files or folders)")
 	fs.StringVar(&crds, "crds", "config/crd/bases", "CRD folder")

@@ -95,6 +95,7 @@ func runManager(args []string) error {
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
+	fs.StringVar(&o.GangSchedulerName, "gang-scheduler-name", "", "gang scheduling of jobs with more than one pod: empty uses the cluster's own PodGroups (scheduling.k8s.io/v1beta1) where it serves them; none, native, volcano, scheduler-plugins, or the name of a scheduler running scheduler-plugins' coscheduling (as Kubeflow's flag)")
 	fs.StringVar(&o.MPIRemoteStart, "mpi-remote-start", kubeflowv1.MPIRemoteStartSSH, "how MPIJob launchers start ranks on workers when the job does not say (annotation kiln.dev/mpi-remote-start): ssh, or kubectl-exec, which also lets jobs choose it and needs kiln to hold pods/exec (kustomize component mpi-kubectl-exec, Helm value mpi.kubectlExec)")
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", version.Image(), "image of the PyTorch workers' init container, which runs `kiln wait-for` on the master (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")

@@ -38,6 +38,9 @@ type Options struct {
 	Stages []string
 	// Nodes is the number of CPU nodes; GPUNodes nodes also carry GPUsPerNode nvidia.com/gpu.
 	Nodes, GPUNodes, GPUsPerNode int
+	// GangScheduling serves Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1, feature gate
+	// GenericWorkload) and has the scheduler place their pods all-or-nothing.
+	GangScheduling bool
 	// Log receives kwokctl's output; default io.Discard.
 	Log io.Writer
 }
@@ -141,6 +144,9 @@ func (c *Cluster) createArgs() []string {
 		"--extra-args", "kube-apiserver=service-cluster-ip-range=10.96.0.0/16",
 		"--extra-args", "kube-controller-manager=service-cluster-ip-range=10.96.0.0/16",
 		"--wait", "2m",
+	}
+	if c.opts.GangScheduling {
+		args = append(args, "--kube-feature-gates", "GenericWorkload=true", "--kube-runtime-config", "scheduling.k8s.io/v1beta1=true")
 	}
 	// Stages given with -c replace kwok's defaults: list the stock ones too.
 	for _, s := range []string{"node-initialize", "pod-ready", "pod-complete", "pod-delete"} {

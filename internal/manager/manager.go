@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +40,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 	"github.com/kiln-ml/kiln/internal/servingcert"
@@ -58,6 +60,11 @@ type Options struct {
 	Kinds   []string
 	Workers int
 	Engine  replicajob.Options
+	// GangSchedulerName chooses gang scheduling (Kubeflow's --gang-scheduler-name): "" uses the
+	// PodGroups Kubernetes serves when it does (scheduling.k8s.io/v1beta1), none otherwise;
+	// "none", "native", "volcano", "scheduler-plugins", or the name of a scheduler running
+	// scheduler-plugins' coscheduling.
+	GangSchedulerName string
 	// ClusterDomain is appended to TF_CONFIG hosts (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
 	ClusterDomain string
 	// PyTorchInitImage is the image of PyTorch workers' wait-for-master init container, and of
@@ -166,8 +173,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
+	engine := o.Engine
+	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {
+		return nil, err
+	}
 	for _, fw := range frameworks {
-		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, o.Engine)
+		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
@@ -230,6 +241,30 @@ func admissionKinds(o Options, frameworks []framework.Framework, own map[string]
 
 // enabled returns the frameworks of the enabled kinds, and which kinds with their own controller
 // are enabled.
+// gangBackend is the gang scheduler --gang-scheduler-name names; "" is the native one where the
+// cluster serves its PodGroups, else none. A named backend whose API is not served is kept: its
+// jobs say so in their status (and get no pods) rather than run without the gang they asked for.
+func gangBackend(mapper meta.RESTMapper, name string, log logr.Logger) (gang.Backend, error) {
+	served := func(b gang.Backend) bool {
+		gvk := b.GroupKind()
+		_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err == nil
+	}
+	if name == "" {
+		if served(gang.Native{}) {
+			log.Info("gang scheduling with the cluster's own PodGroups (scheduling.k8s.io/v1beta1)")
+			return gang.Native{}, nil
+		}
+		log.Info("no gang scheduling: the cluster serves no scheduling.k8s.io/v1beta1 PodGroups (--gang-scheduler-name picks another scheduler)")
+		return nil, nil
+	}
+	b := gang.ForName(name)
+	if b != nil && !served(b) {
+		log.Info("WARNING: the gang scheduler's PodGroups are not served; jobs that need a gang wait and say so", "gangScheduler", name, "api", b.GroupKind().GroupVersion().String())
+	}
+	return b, nil
+}
+
 func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	all := Frameworks(o)
 	kinds := o.Kinds

@@ -74,23 +74,37 @@ type planner struct {
 	seen metav1.Time
 	kids children
 	plan *Plan
-	// carried is the Carried of the previous plan.
-	carried map[string]int32
+	in   Inputs
 }
 
-// plan decides one reconcile of a defaulted job, given its children seen now. seen is when the
-// job's status change not yet written was first seen (zero: now): a paced first write still
-// says the job was created and started then. carried is the previous plan's Carried.
-func plan(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, now, seen time.Time, carried map[string]int32) (*Plan, error) {
-	if seen.IsZero() || seen.After(now) {
-		seen = now
+// Inputs are what a plan decides from besides the job: its children seen now and what the
+// reconciler knows of it.
+type Inputs struct {
+	Pods     []*corev1.Pod
+	Services []*corev1.Service
+	// Now is the time of the reconcile; Seen when the job's status change not yet written was
+	// first seen (zero: now): a paced first write still says the job was created and started then.
+	Now, Seen time.Time
+	// Carried is the previous plan's Carried.
+	Carried map[string]int32
+	// GangWaiting says why the job's gang waits to be placed ("" when it does not); HoldPods
+	// keeps the plan from creating pods (the gang's group is not there yet).
+	GangWaiting string
+	HoldPods    bool
+}
+
+// plan decides one reconcile of a defaulted job from what it sees now.
+func plan(fw framework.Framework, job framework.Job, in Inputs) (*Plan, error) {
+	if in.Seen.IsZero() || in.Seen.After(in.Now) {
+		in.Seen = in.Now
 	}
 	p := &planner{
-		fw: fw, job: job, now: metav1.NewTime(now), seen: metav1.NewTime(seen),
-		kids: groupChildren(fw, job, pods, services), carried: carried,
+		fw: fw, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
+		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
 	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
+	defer p.createdMessage()
 	invalid, _ := Validate(fw, job, nil)
 	switch {
 	case isFinished(&p.plan.Status):
@@ -134,6 +148,24 @@ func (p *planner) setConditionAt(at metav1.Time, t kubeflowv1.JobConditionType, 
 		p.event(corev1.EventTypeWarning, c.Reason, msg)
 	default:
 		p.event(corev1.EventTypeNormal, c.Reason, msg)
+	}
+}
+
+// createdMessage says in the Created condition why a job that runs has no running pods yet: its
+// gang waits to be placed (the wide output's Message column shows it); otherwise it says what
+// Kubeflow says.
+func (p *planner) createdMessage() {
+	c := getCondition(&p.plan.Status, kubeflowv1.JobCreated)
+	if c == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s %s is created.", p.fw.Kind, p.job.GetName())
+	st := &p.plan.Status
+	if p.in.GangWaiting != "" && !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
+		msg = fmt.Sprintf("%s %s is created; %s.", p.fw.Kind, p.job.GetName(), p.in.GangWaiting)
+	}
+	if c.Message != msg {
+		c.Message, c.LastUpdateTime = msg, p.now
 	}
 }
 
@@ -232,7 +264,9 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 				}
 				desired.Annotations[AnnotationRestarts] = strconv.Itoa(int(restarts))
 			}
-			p.plan.CreatePods = append(p.plan.CreatePods, desired)
+			if !p.in.HoldPods {
+				p.plan.CreatePods = append(p.plan.CreatePods, desired)
+			}
 			seen.retries += restarts
 			continue
 		}
@@ -265,7 +299,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 // in for a service's counted pod: a replacement that does not run yet is coming back.
 func (p *planner) podRestarts(rtype kubeflowv1.ReplicaType, index int, pod *corev1.Pod) (int32, string) {
 	name := p.fw.PodNameOf(p.job, rtype, index)
-	if n := p.carried[name]; n > 0 && (pod == nil || pod.DeletionTimestamp != nil) {
+	if n := p.in.Carried[name]; n > 0 && (pod == nil || pod.DeletionTimestamp != nil) {
 		p.carry(name, n) // until the replacement exists
 		return n, "replaced"
 	}

@@ -101,7 +101,7 @@ func (w *world) service(name string) *corev1.Service {
 
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
-	p, err := plan(w.fw, w.job, w.pods, w.services, now, time.Time{}, w.carried)
+	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Carried: w.carried})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,11 +393,36 @@ func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
 func TestPlanStartsAJobWhenFirstSeen(t *testing.T) {
 	w := newWorld(tf, builder.TFJob("late", "ns").Replicas("Worker", 1))
 	seen := now.Add(-20 * time.Second)
-	p, err := plan(w.fw, w.job, w.pods, w.services, now, seen, nil)
+	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Seen: seen})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := p.Status; st.StartTime == nil || !st.StartTime.Time.Equal(seen) || !last(st).LastTransitionTime.Time.Equal(seen) {
 		t.Errorf("startTime %v, Created at %v; want both %v", st.StartTime, last(st).LastTransitionTime, seen)
+	}
+}
+
+// A job whose gang waits says why in its Created condition, creates no pods while they are held,
+// and says what Kubeflow says again once the gang is placed.
+func TestPlanSaysWhyTheGangWaits(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("dist", "ns").Replicas("Worker", 2))
+	p, err := plan(w.fw, w.job, Inputs{Now: now, GangWaiting: "waiting for 2 pods to be schedulable together: 0/1 nodes", HoldPods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := getCondition(&p.Status, kubeflowv1.JobCreated)
+	if want := "TFJob dist is created; waiting for 2 pods to be schedulable together: 0/1 nodes."; c == nil || c.Message != want {
+		t.Fatalf("Created %+v, want message %q", c, want)
+	}
+	if len(p.CreatePods) != 0 || len(p.CreateServices) != 2 {
+		t.Errorf("held: creates %v pods and %v services, want services only", names(p.CreatePods), names(p.CreateServices))
+	}
+	*w.job.GetJobStatus() = p.Status
+	p = w.plan(t)
+	if c := getCondition(&p.Status, kubeflowv1.JobCreated); c.Message != "TFJob dist is created." || len(p.CreatePods) != 2 {
+		t.Errorf("placed: Created %q and %d pods to create, want Kubeflow's message and 2", c.Message, len(p.CreatePods))
+	}
+	if !conditionsTurned(w.job.GetJobStatus(), &p.Status) {
+		t.Error("a changed Created message must be written like a condition that turned")
 	}
 }

@@ -20,11 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
@@ -39,6 +41,9 @@ type Options struct {
 	DefaultCleanPodPolicy kubeflowv1.CleanPodPolicy
 	// Parallelism is the number of pod and service writes one reconcile has in flight.
 	Parallelism int
+	// Gang places the pods of jobs with more than one pod (or a schedulingPolicy) all-or-nothing
+	// through its group object; nil: no gang scheduling.
+	Gang gang.Backend
 	// StatusInterval paces status writes: a condition turning is written one interval after it was
 	// first seen, replica counts alone ten intervals after; a new job's Created and its finishing
 	// at once. Changes seen meanwhile join the same write. 0 writes every change at once.
@@ -59,6 +64,8 @@ type Reconciler struct {
 	extrasSynced sync.Map // types.NamespacedName -> syncedState
 	// secretsCreated holds the jobs whose secrets this process created (see createSecrets).
 	secretsCreated sync.Map // types.NamespacedName -> syncedState
+	// groupSynced is what each ganged job's group was last synced for (see syncGroup).
+	groupSynced sync.Map // types.NamespacedName -> syncedState
 	// carried holds each job's last Plan.Carried: retry counts of kinds without services between
 	// a failed pod's deletion and its replacement's creation (see AnnotationRestarts).
 	carried sync.Map // types.NamespacedName -> carriedRestarts
@@ -66,6 +73,9 @@ type Reconciler struct {
 
 // NewReconciler returns the reconciler of fw's jobs.
 func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
+	if opts.Gang != nil {
+		fw = withGang(fw, opts.Gang)
+	}
 	return &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations()}
 }
 
@@ -81,6 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			r.extrasSynced.Delete(req.NamespacedName)
 			r.secretsCreated.Delete(req.NamespacedName)
 			r.carried.Delete(req.NamespacedName)
+			r.groupSynced.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -103,14 +114,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if v, ok := r.carried.Load(req.NamespacedName); ok && v.(carriedRestarts).uid == job.GetUID() {
 		carried = v.(carriedRestarts).counts
 	}
-	p, err := plan(r.fw, desired, pods, services, now, pending.since, carried)
+	g, gangErr := r.syncGroup(ctx, desired, job.GetJobStatus())
+	p, err := plan(r.fw, desired, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
+		GangWaiting: g.waiting, HoldPods: !g.createPods})
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	// What the pods mount comes first; should it fail, the pods are still created (the kubelet
 	// waits for their volumes) and the error retries the reconcile.
-	writeErr := errors.Join(r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	writeErr := errors.Join(gangErr, r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
 	if len(p.Carried) > 0 {
 		r.carried.Store(req.NamespacedName, carriedRestarts{uid: job.GetUID(), counts: p.Carried})
 	} else if carried != nil {
@@ -129,6 +142,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	if changed {
 		if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
+			if apierrors.IsConflict(err) {
+				// Written meanwhile (the createdWriter, a user): that write's event plans again.
+				logf.FromContext(ctx).V(4).Info("status written meanwhile; planning again", "error", err.Error())
+				return reconcile.Result{}, writeErr
+			}
 			return reconcile.Result{}, err
 		}
 	}
@@ -210,10 +228,14 @@ const (
 	countsIntervals    = 10
 )
 
-// conditionsTurned says whether a condition other than Created appeared or changed status.
+// conditionsTurned says whether a condition other than Created appeared or changed status, or
+// Created's message changed (why the job's gang waits).
 func conditionsTurned(old, now *kubeflowv1.JobStatus) bool {
 	for _, c := range now.Conditions {
 		if c.Type == kubeflowv1.JobCreated {
+			if was := getCondition(old, c.Type); was != nil && was.Message != c.Message {
+				return true
+			}
 			continue
 		}
 		if was := getCondition(old, c.Type); was == nil || was.Status != c.Status {

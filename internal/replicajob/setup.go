@@ -28,14 +28,24 @@ import (
 // SetupWithManager registers the reconciler: it watches the jobs of its kind and the pods and
 // services they control. Status updates are not filtered out: the reconciler waits for the cache
 // to show its own status write, and that event is what wakes it.
+// A gang scheduler's groups are watched too, when the cluster serves them: their state is
+// why a job waits.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
 		For(r.fw.NewJob()).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
-		Complete(r)
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf))
+	if g := r.opts.Gang; g != nil {
+		gvk := g.GroupKind()
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
+		}
+	}
+	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r); err != nil {
+		return err
+	}
+	return r.setupCreatedWriter(mgr, workers)
 }
 
 // controllerOf maps a pod or service to the job of this kind that controls it. It reads the owner

@@ -48,7 +48,7 @@ func run(m *testing.M) int {
 	cluster, err = devcluster.Create(ctx, devcluster.Options{
 		Name: clusterPrefix + strconv.Itoa(os.Getpid()), ToolsDir: tools,
 		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
-		Nodes:  3, GPUNodes: 2, GPUsPerNode: 8,
+		Nodes:  3, GPUNodes: 2, GPUsPerNode: 8, GangScheduling: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -63,7 +63,16 @@ func Start() (*Env, error) {
 
 // StartWith starts kube-apiserver and etcd with the CRDs of the given folders only; with none, a
 // bare apiserver.
-func StartWith(crdPaths ...string) (*Env, error) {
+func StartWith(crdPaths ...string) (*Env, error) { return start(nil, crdPaths...) }
+
+// StartServingPodGroups starts the control plane of Start with kube-apiserver also serving Kubernetes'
+// own gang-scheduling PodGroups (scheduling.k8s.io/v1beta1, feature gate GenericWorkload).
+func StartServingPodGroups() (*Env, error) {
+	return start(map[string]string{"feature-gates": "GenericWorkload=true", "runtime-config": "scheduling.k8s.io/v1beta1=true"},
+		filepath.Join(RepoRoot(), "config", "crd", "bases"))
+}
+
+func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh envtest)")
@@ -80,6 +89,9 @@ func StartWith(crdPaths ...string) (*Env, error) {
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     crdPaths,
 		ErrorIfCRDPathMissing: true,
+	}
+	for k, v := range apiserverArgs {
+		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	cfg, err := e.Start()
 	if err != nil {
@@ -176,6 +188,11 @@ func (e *Env) Stop() error {
 // manager), runs the tests and stops everything, whatever the outcome.
 func Run(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int {
 	return run(m, env, Start, setup)
+}
+
+// RunServingPodGroups is Run on StartServingPodGroups' control plane.
+func RunServingPodGroups(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int {
+	return run(m, env, StartServingPodGroups, setup)
 }
 
 // RunBare runs the tests against a bare control plane: no CRDs, no manager.
