@@ -36,14 +36,19 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if !needsCreated(job) {
 		return reconcile.Result{}, nil
 	}
+	// What the job's first reconcile would write but for what its pods do: Created, startTime and
+	// replica counts of zero (so that reconcile has nothing to add until a pod runs).
+	desired := job.DeepCopyObject().(framework.Job)
+	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
 	now := metav1.NewTime(r.clock.Now())
-	status := *job.GetJobStatus().DeepCopy()
-	setCondition(&status, kubeflowv1.JobCondition{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue,
+	p := &planner{fw: r.fw, job: desired, now: now, plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}}
+	setCondition(&p.plan.Status, kubeflowv1.JobCondition{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue,
 		Reason: r.fw.Kind + "Created", Message: fmt.Sprintf("%s %s is created.", r.fw.Kind, job.GetName())}, now)
-	if status.StartTime == nil && !isSuspended(job) {
-		status.StartTime = &now
+	if p.plan.Status.StartTime == nil && !isSuspended(job) {
+		p.plan.Status.StartTime = &now
 	}
-	if err := r.patchStatus(ctx, req.NamespacedName, job, status); err != nil {
+	p.setReplicaStatuses(framework.Replicas{})
+	if err := r.patchStatus(ctx, req.NamespacedName, job, p.plan.Status); err != nil {
 		// The job's own reconcile wrote first (a conflict), or will write it: nothing is lost.
 		return reconcile.Result{}, nil
 	}
