@@ -62,11 +62,7 @@ func (Volcano) GroupKind() schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroup"}
 }
 
-func (v Volcano) NewObject() client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v.GroupKind())
-	return u
-}
+func (v Volcano) NewObject() client.Object { return empty(v.GroupKind()) }
 
 func (v Volcano) Object(g Group) client.Object {
 	spec := map[string]any{"minMember": int64(g.MinMember), "queue": g.Queue, "minResources": quantities(g.MinResources)}
@@ -121,11 +117,7 @@ func (SchedulerPlugins) GroupKind() schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroup"}
 }
 
-func (s SchedulerPlugins) NewObject() client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(s.GroupKind())
-	return u
-}
+func (s SchedulerPlugins) NewObject() client.Object { return empty(s.GroupKind()) }
 
 func (s SchedulerPlugins) Object(g Group) client.Object {
 	spec := map[string]any{"minMember": int64(g.MinMember), "minResources": quantities(g.MinResources)}
@@ -159,9 +151,16 @@ func (SchedulerPlugins) Waiting(obj client.Object) string {
 	return ""
 }
 
-func object(gvk schema.GroupVersionKind, g Group, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+// empty is an object of a kind kiln has no Go type for (the PodGroup CRDs of other projects).
+func empty(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+func object(gvk schema.GroupVersionKind, g Group, spec map[string]any) *unstructured.Unstructured {
+	u := empty(gvk)
+	u.Object["spec"] = spec
 	u.SetName(g.Name)
 	u.SetNamespace(g.Namespace)
 	return u

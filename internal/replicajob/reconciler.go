@@ -64,8 +64,8 @@ type Reconciler struct {
 	extrasSynced sync.Map // types.NamespacedName -> syncedState
 	// secretsCreated holds the jobs whose secrets this process created (see createSecrets).
 	secretsCreated sync.Map // types.NamespacedName -> syncedState
-	// groupSynced is what each ganged job's group was last synced for (see syncGroup).
-	groupSynced sync.Map // types.NamespacedName -> syncedState
+	// gang keeps the groups of ganged jobs; nil without gang scheduling.
+	gang *gang.Keeper
 	// carried holds each job's last Plan.Carried: retry counts of kinds without services between
 	// a failed pod's deletion and its replacement's creation (see AnnotationRestarts).
 	carried sync.Map // types.NamespacedName -> carriedRestarts
@@ -73,10 +73,12 @@ type Reconciler struct {
 
 // NewReconciler returns the reconciler of fw's jobs.
 func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
+	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations()}
 	if opts.Gang != nil {
-		fw = withGang(fw, opts.Gang)
+		r.fw = withGang(fw, opts.Gang)
+		r.gang = &gang.Keeper{Client: c, Backend: opts.Gang, FieldOwner: fieldManager}
 	}
-	return &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations()}
+	return r
 }
 
 // Reconcile brings one job's pods, services and status in line with its spec.
@@ -91,7 +93,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			r.extrasSynced.Delete(req.NamespacedName)
 			r.secretsCreated.Delete(req.NamespacedName)
 			r.carried.Delete(req.NamespacedName)
-			r.groupSynced.Delete(req.NamespacedName)
+			if r.gang != nil {
+				r.gang.Forget(req.NamespacedName)
+			}
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -116,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	g, gangErr := r.syncGroup(ctx, desired, job.GetJobStatus())
 	p, err := plan(r.fw, desired, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
-		GangWaiting: g.waiting, HoldPods: !g.createPods})
+		GangWaiting: g.Waiting, HoldPods: !g.CreatePods})
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
@@ -28,15 +29,17 @@ const (
 	gangTaint    = "kiln.dev/e2e-gang"
 )
 
-// addGangNode adds a kwok node with slots of gangResource, removed when the test ends.
-func addGangNode(t *testing.T, name string, slots int64) {
+// addGangNode adds a kwok node, labelled gangTaint=group, with slots of gangResource and as many
+// nvidia.com/gpu; it is removed when the test ends.
+func addGangNode(t *testing.T, group, name string, slots int64) {
 	t.Helper()
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
 		corev1.ResourcePods: resource.MustParse("110"), gangResource: *resource.NewQuantity(slots, resource.DecimalSI),
+		"nvidia.com/gpu": *resource.NewQuantity(slots, resource.DecimalSI),
 	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"type": "kwok"}, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"type": "kwok", gangTaint: group}, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: gangTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
@@ -74,8 +77,8 @@ func placed(t *testing.T, job framework.Job) (int, int) {
 func TestGangIsPlacedAllOrNothing(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	addGangNode(t, ns+"-a", 2)
-	addGangNode(t, ns+"-b", 2)
+	addGangNode(t, ns, ns+"-a", 2)
+	addGangNode(t, ns, ns+"-b", 2)
 
 	gang := create(t, slotJob("gang", ns, 5).Obj())
 	var pg schedulingv1beta1.PodGroup
@@ -122,7 +125,7 @@ func TestGangIsPlacedAllOrNothing(t *testing.T) {
 	}
 
 	// Room for all five: they are placed together.
-	addGangNode(t, ns+"-c", 2)
+	addGangNode(t, ns, ns+"-c", 2)
 	start := time.Now()
 	testenv.EventuallyWithin(t, timeout, func() error {
 		if n, _ := placed(t, gang); n != 5 {
@@ -134,5 +137,46 @@ func TestGangIsPlacedAllOrNothing(t *testing.T) {
 	running := waitCondition(t, gang, kubeflowv1.JobRunning)
 	if c := conditionOf(running, kubeflowv1.JobCreated); strings.Contains(c.Message, "waiting") {
 		t.Errorf("Created still says %q once the gang runs", c.Message)
+	}
+}
+
+// A distributed PyJob's workers are one gang too: five one-GPU workers with room for four stay
+// Pending, the PyJob says why, and they are placed together once there is room.
+func TestPyJobGangIsPlacedAllOrNothing(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	addGangNode(t, ns, ns+"-a", 2)
+	addGangNode(t, ns, ns+"-b", 2)
+	j := newPyJob(t, ns, "gang", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
+		s.Workers, s.GPU = 5, 1
+		s.NodeSelector = map[string]string{gangTaint: ns}
+		s.Tolerations = []corev1.Toleration{{Key: gangTaint, Operator: corev1.TolerationOpExists}}
+	})
+	pods := func() []corev1.Pod { return env.Pods(t, ns, map[string]string{"training.kiln.dev/pyjob-name": "gang"}) }
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		if !strings.Contains(fresh.Status.Message, "waiting for 5 pods to be schedulable together") || fresh.Status.Phase != trainingv1alpha1.PyJobPending {
+			return fmt.Errorf("PyJob is %s: %q", fresh.Status.Phase, fresh.Status.Message)
+		}
+		t.Logf("PyJob: %s %s", fresh.Status.Phase, fresh.Status.Message)
+		return testenv.Count("worker pods", len(pods()), 5)
+	})
+	testenv.Consistently(t, func() error {
+		for _, p := range pods() {
+			if p.Spec.NodeName != "" {
+				return fmt.Errorf("worker %s placed with room for 4 of 5", p.Name)
+			}
+		}
+		return nil
+	})
+	addGangNode(t, ns, ns+"-c", 2)
+	waitPhase(t, j, trainingv1alpha1.PyJobRunning)
+	for _, p := range pods() {
+		if p.Spec.NodeName == "" {
+			t.Errorf("worker %s not placed once running", p.Name)
+		}
 	}
 }

@@ -27,14 +27,7 @@ func TestDefaultInstallHasNoExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := release.RenderChart(ch, release.Namespace, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rendered := chart(t, release.Namespace, nil)
 	for name, objs := range map[string][]*unstructured.Unstructured{"config/default": objs, "the chart's defaults": rendered} {
 		secretsCreate := false
 		for _, r := range rules(t, objs) {
@@ -70,14 +63,7 @@ func TestKubectlExecOptIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := release.RenderChart(ch, "ml-ops", map[string]any{"mpi": map[string]any{"kubectlExec": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rendered := chart(t, "ml-ops", map[string]any{"mpi": map[string]any{"kubectlExec": true}})
 	for name, c := range map[string]struct {
 		objs []*unstructured.Unstructured
 		ns   string
@@ -107,6 +93,20 @@ func TestKubectlExecOptIn(t *testing.T) {
 			t.Errorf("%s: the manager runs without --mpi-remote-start=kubectl-exec: %v", name, managerArgs(t, c.objs))
 		}
 	}
+}
+
+// chart renders kiln's chart into namespace with values.
+func chart(t *testing.T, namespace string, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := release.RenderChart(ch, namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 // rules are the rules of every Role and ClusterRole among objs.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -36,30 +37,43 @@ type Reconciler struct {
 	// exists but the cache has not seen it.
 	reader client.Reader
 	clock  clock.PassiveClock
+	// gang keeps the groups of distributed PyJobs; nil without gang scheduling.
+	gang *gang.Keeper
 }
 
-// NewReconciler returns the PyJob reconciler.
-func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock) *Reconciler {
-	return &Reconciler{client: c, reader: reader, clock: clk}
+// NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
+func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, g gang.Backend) *Reconciler {
+	r := &Reconciler{client: c, reader: reader, clock: clk}
+	if g != nil {
+		r.gang = &gang.Keeper{Client: c, Backend: g, FieldOwner: "kiln"}
+	}
+	return r
 }
 
 // SetupWithManager watches PyJobs, the Jobs, services and claims they own, and their pods (for
 // the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[LabelPyJob]; name != "" {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pyjob").
 		For(&trainingv1alpha1.PyJob{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if name := o.GetLabels()[LabelPyJob]; name != "" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
-			}
-			return nil
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
-		Complete(r)
+		Watches(&corev1.Pod{}, byLabel)
+	if r.gang != nil {
+		// The gang's group, when the cluster serves it: its state is why the workers wait.
+		gvk := r.gang.Backend.GroupKind()
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			b = b.Watches(r.gang.Backend.NewObject(), byLabel)
+		}
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
 }
 
 // Reconcile creates what the PyJob needs, keeps the Job's suspend in line, writes the status and
@@ -90,10 +104,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			problem = p
 		}
 	}
+	g, err := r.syncGroup(ctx, &job)
+	if err != nil && g.Waiting == "" {
+		return reconcile.Result{}, err
+	}
 	var bj *batchv1.Job
-	if problem == "" {
+	if problem == "" && g.CreatePods {
 		existing := &batchv1.Job{}
-		p, err := r.ensure(ctx, &job, desiredJob(&job), existing)
+		desired := desiredJob(&job)
+		if r.gang != nil && distributed(&job) {
+			r.gang.Backend.Decorate(&desired.Spec.Template, job.Name, "worker")
+		}
+		p, err := r.ensure(ctx, &job, desired, existing)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -110,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	now := metav1.NewTime(r.clock.Now())
-	st := status(&job, bj, pods.Items, problem, now)
+	st := status(&job, bj, pods.Items, problem, g.Waiting, now)
 	if !equality.Semantic.DeepEqual(job.Status, st) {
 		base := job.DeepCopy()
 		job.Status = st
@@ -118,7 +140,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 		}
 	}
+	if err != nil {
+		return reconcile.Result{}, err // the group was refused: retried with backoff
+	}
 	return r.expire(ctx, &job)
+}
+
+// syncGroup keeps the group of a distributed PyJob's workers (see gang.Keeper) until it finished.
+func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob) (gang.State, error) {
+	if r.gang == nil || !distributed(job) {
+		return gang.State{CreatePods: true}, nil
+	}
+	worker := gang.Pod{Role: "worker", Resources: []corev1.ResourceRequirements{trainer(job).Resources}}
+	pods := make([]gang.Pod, job.Spec.Workers)
+	for i := range pods {
+		pods[i] = worker
+	}
+	obj := r.gang.Backend.Object(gang.NewGroup(job.Name, job.Namespace, &gang.Policy{PriorityClass: job.Spec.PriorityClassName}, pods))
+	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
+	obj.SetLabels(labels(job))
+	if job.Status.Phase == trainingv1alpha1.PyJobSucceeded || job.Status.Phase == trainingv1alpha1.PyJobFailed {
+		return gang.State{CreatePods: true}, r.gang.Remove(ctx, obj)
+	}
+	return r.gang.Ensure(ctx, obj)
 }
 
 // ensure creates obj unless it exists; existing receives what is there. A same-named object the

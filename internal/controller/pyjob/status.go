@@ -14,8 +14,9 @@ import (
 )
 
 // status derives the PyJob's status from its batch Job and pods as seen now; problem, when not
-// empty, is what keeps kiln from running it (a name taken by someone else's object).
-func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, problem string, now metav1.Time) trainingv1alpha1.PyJobStatus {
+// empty, is what keeps kiln from running it (a name taken by someone else's object); waiting is
+// why its workers' gang is not placed yet.
+func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, problem, waiting string, now metav1.Time) trainingv1alpha1.PyJobStatus {
 	st := *job.Status.DeepCopy()
 	st.ObservedGeneration = job.Generation
 	st.OutputClaimName = OutputClaimName(job)
@@ -27,6 +28,9 @@ func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, pro
 		}
 		st.StartTime, st.CompletionTime = bj.Status.StartTime, bj.Status.CompletionTime
 		phase, reason, msg = phaseOf(job, bj, pods)
+	}
+	if waiting != "" && phase == trainingv1alpha1.PyJobPending {
+		phase, reason, msg = trainingv1alpha1.PyJobPending, "WaitingForGang", waiting
 	}
 	if problem != "" {
 		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", problem

@@ -1,0 +1,109 @@
+package gang
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keeper keeps the groups of one controller's jobs: each applied when it is missing or what it
+// is built into changed (a job whose group stays the same costs no request per reconcile), read
+// from the cache for why its pods wait, deleted when the job no longer runs.
+type Keeper struct {
+	Client  client.Client
+	Backend Backend
+	// FieldOwner is the server-side-apply field manager.
+	FieldOwner string
+	synced     sync.Map // types.NamespacedName -> [sha256.Size]byte of the group last applied or deleted
+}
+
+// State is what Ensure found: why the group's pods wait ("" when they do not), and whether they
+// may be created now.
+type State struct {
+	Waiting    string
+	CreatePods bool
+}
+
+// Ensure applies group (built by Backend.Object, owned by its job) unless the cache shows it as
+// last applied. Pods may be created once the group exists (Volcano: once it left Pending), never
+// while a previous run's group is still being deleted (the scheduler would lose them with it).
+// A group the cluster refuses or does not serve is reported in Waiting, with no pods.
+func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error) {
+	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
+	sum, err := digest(group, true)
+	if err != nil {
+		return State{}, err
+	}
+	kind := k.Backend.GroupKind().Kind
+	seen := k.Backend.NewObject()
+	getErr := k.Client.Get(ctx, key, seen)
+	switch {
+	case getErr == nil && seen.GetDeletionTimestamp() != nil:
+		k.synced.Delete(key) // applied again once it is gone (its deletion's event)
+		return State{Waiting: "the " + kind + " of its previous run is still being deleted"}, nil
+	case getErr != nil && !apierrors.IsNotFound(getErr) && !meta.IsNoMatchError(getErr):
+		return State{}, fmt.Errorf("reading %s %s: %w", kind, key, getErr)
+	case getErr == nil && k.was(key, sum):
+		waiting := k.Backend.Waiting(seen)
+		return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
+	}
+	err = k.Client.Patch(ctx, group, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return State{Waiting: NotInstalled(k.Backend)}, nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		// Refused for what the job asks (a priority class that does not exist, say): the job says
+		// so, and is retried with backoff should the cluster change.
+		return State{Waiting: fmt.Sprintf("its %s was refused: %v", kind, err)}, fmt.Errorf("applying %s %s: %w", kind, key, err)
+	case err != nil:
+		return State{}, fmt.Errorf("applying %s %s: %w", kind, key, err)
+	}
+	k.synced.Store(key, sum)
+	waiting := ""
+	if getErr == nil {
+		waiting = k.Backend.Waiting(seen)
+	}
+	// Just created, Volcano has not admitted it yet; the other schedulers hold pods until they can
+	// place the group.
+	return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || (getErr == nil && waiting == "")}, nil
+}
+
+// Remove deletes a job's group, once per change of what it would be built into.
+func (k *Keeper) Remove(ctx context.Context, group client.Object) error {
+	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
+	sum, err := digest(group, false)
+	if err != nil || k.was(key, sum) {
+		return err
+	}
+	err = client.IgnoreNotFound(k.Client.Delete(ctx, group))
+	if err != nil && !meta.IsNoMatchError(err) {
+		return fmt.Errorf("deleting %s %s: %w", k.Backend.GroupKind().Kind, key, err)
+	}
+	k.synced.Store(key, sum)
+	return nil
+}
+
+// Forget drops what is known of a deleted job's group.
+func (k *Keeper) Forget(key types.NamespacedName) { k.synced.Delete(key) }
+
+func (k *Keeper) was(key types.NamespacedName, sum [sha256.Size]byte) bool {
+	v, ok := k.synced.Load(key)
+	return ok && v.([sha256.Size]byte) == sum
+}
+
+// digest identifies a group as built (with its owner, so a new job of the same name differs)
+// and whether it is wanted.
+func digest(group client.Object, wanted bool) ([sha256.Size]byte, error) {
+	built, err := json.Marshal(group)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(append(built, fmt.Sprint(wanted)...)), nil
+}
