@@ -49,10 +49,12 @@ func addGangNode(t *testing.T, group, name string, slots int64) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
 }
 
-// slotJob is a TFJob of n workers each taking one gangResource slot, running an hour.
+// slotJob is a TFJob of n workers each taking one gangResource slot of the nodes of its own
+// namespace's test, running an hour.
 func slotJob(name, ns string, n int32) *builder.Job {
 	return builder.TFJob(name, ns).Replicas("Worker", n).Annotate("Worker", duration, "1h").
 		Template("Worker", func(t *corev1.PodTemplateSpec) {
+			t.Spec.NodeSelector = map[string]string{gangTaint: ns}
 			t.Spec.Tolerations = []corev1.Toleration{{Key: gangTaint, Operator: corev1.TolerationOpExists}}
 			t.Spec.Containers[0].Resources.Requests = corev1.ResourceList{gangResource: resource.MustParse("1")}
 			t.Spec.Containers[0].Resources.Limits = corev1.ResourceList{gangResource: resource.MustParse("1")}
