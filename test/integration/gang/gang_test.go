@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -27,9 +30,37 @@ import (
 
 var env *testenv.Env
 
+// TestMain runs three managers on one control plane, each for its own kinds: the default
+// (native PodGroups, served here) for TFJobs and PyJobs, Volcano's for XGBoostJobs and
+// scheduler-plugins' (scheduler "coscheduler") for JAXJobs, with those projects' PodGroup CRDs.
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunServingPodGroups(m, &env, func(e *testenv.Env) (stop func(), err error) {
-		return e.StartManager(testenv.ManagerOptions()) // --gang-scheduler-name empty: native, served here
+		dir := filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds")
+		if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true, Paths: []string{
+			filepath.Join(dir, "scheduling.volcano.sh_podgroups.yaml"), filepath.Join(dir, "scheduling.x-k8s.io_podgroups.yaml"),
+		}}); err != nil {
+			return nil, err
+		}
+		var stops []func()
+		stopAll := func() {
+			for _, s := range stops {
+				s()
+			}
+		}
+		for _, c := range []struct {
+			kinds []string
+			gang  string
+		}{{[]string{"tfjob", "pyjob"}, ""}, {[]string{"xgboostjob"}, "volcano"}, {[]string{"jaxjob"}, "coscheduler"}} {
+			o := testenv.ManagerOptions()
+			o.Kinds, o.GangSchedulerName = c.kinds, c.gang
+			stop, err := e.StartManager(o)
+			if err != nil {
+				stopAll()
+				return nil, err
+			}
+			stops = append(stops, stop)
+		}
+		return stopAll, nil
 	}))
 }
 
@@ -210,4 +241,103 @@ func TestSinglePodJobsGetNoGroup(t *testing.T) {
 	if p := env.Pod(t, ns, "solo-worker-0"); p.Spec.SchedulingGroup != nil {
 		t.Errorf("one-pod job's pod joined group %+v", p.Spec.SchedulingGroup)
 	}
+}
+
+func unstructuredGroup(t *testing.T, apiVersion, ns, name string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind("PodGroup")
+	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, u)
+	return u, err
+}
+
+// TestVolcanoGroupIsKubeflowsAndAdmittedFirst: Volcano's schema takes the group kiln builds as
+// Kubeflow does; the pods come once Volcano admitted it, joined to it as Volcano expects.
+func TestVolcanoGroupIsKubeflowsAndAdmittedFirst(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.XGBoostJob("xgb", ns).Replicas("Master", 1).Replicas("Worker", 2).Obj()
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	var pg *unstructured.Unstructured
+	testenv.Eventually(t, func() error {
+		var err error
+		pg, err = unstructuredGroup(t, "scheduling.volcano.sh/v1beta1", ns, "xgb")
+		return err
+	})
+	spec, _, _ := unstructured.NestedMap(pg.Object, "spec")
+	if spec["minMember"] != int64(3) || spec["queue"] != "default" || !metav1.IsControlledBy(pg, job) {
+		t.Errorf("Volcano PodGroup spec %v owners %v: want minMember 3, queue default, owned by the job", spec, pg.GetOwnerReferences())
+	}
+	want := "XGBoostJob xgb is created; waiting for 3 pods to be schedulable together: Volcano has not admitted the PodGroup to queue default yet."
+	testenv.Eventually(t, func() error {
+		if c := created(t, job); c.Message != want {
+			return fmt.Errorf("Created message %q, want %q", c.Message, want)
+		}
+		return nil
+	})
+	if pods := env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "xgb"}); len(pods) != 0 {
+		t.Fatalf("%d pods before Volcano admitted the group, want none (as Kubeflow)", len(pods))
+	}
+	// Volcano admits it.
+	if err := unstructured.SetNestedField(pg.Object, "Inqueue", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Update(context.Background(), pg); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	testenv.Eventually(t, func() error {
+		pods = env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "xgb"})
+		return testenv.Count("pods once admitted", len(pods), 3)
+	})
+	for _, p := range pods {
+		task := p.Labels[kubeflowv1.LabelReplicaType]
+		if p.Spec.SchedulerName != "volcano" || p.Annotations["scheduling.k8s.io/group-name"] != "xgb" || p.Annotations["volcano.sh/task-spec"] != task {
+			t.Errorf("pod %s: scheduler %q, annotations %v: want volcano, group-name xgb, task-spec %s", p.Name, p.Spec.SchedulerName, p.Annotations, task)
+		}
+	}
+}
+
+// TestSchedulerPluginsGroupJoinsItsPods: scheduler-plugins' schema takes the group; the pods go
+// to the named scheduler with the group label at once (its Permit barrier holds them), and the
+// group's phase says why the job waits.
+func TestSchedulerPluginsGroupJoinsItsPods(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.JAXJob("jax", ns).Replicas("Worker", 3).Obj()
+	job.GetRunPolicy().SchedulingPolicy = &kubeflowv1.SchedulingPolicy{ScheduleTimeoutSeconds: ptr.To[int32](120)}
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	testenv.Eventually(t, func() error {
+		pods = env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "jax"})
+		return testenv.Count("pods", len(pods), 3)
+	})
+	for _, p := range pods {
+		if p.Spec.SchedulerName != "coscheduler" || p.Labels["scheduling.x-k8s.io/pod-group"] != "jax" {
+			t.Errorf("pod %s: scheduler %q, labels %v", p.Name, p.Spec.SchedulerName, p.Labels)
+		}
+	}
+	pg, err := unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "jax")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _ := unstructured.NestedMap(pg.Object, "spec")
+	if spec["minMember"] != int64(3) || spec["scheduleTimeoutSeconds"] != int64(120) {
+		t.Errorf("PodGroup spec %v: want minMember 3, scheduleTimeoutSeconds 120", spec)
+	}
+	if err := unstructured.SetNestedField(pg.Object, "Scheduling", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Status().Update(context.Background(), pg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		if c := created(t, job); c.Message != "JAXJob jax is created; waiting for 3 pods to be schedulable together: PodGroup phase Scheduling." {
+			return fmt.Errorf("Created message %q", c.Message)
+		}
+		return nil
+	})
 }
