@@ -19,8 +19,12 @@ import (
 const (
 	LabelService = "serving.kiln.dev/inferenceservice"
 	LabelVersion = "serving.kiln.dev/version"
-	stable       = "stable"
-	canary       = "canary"
+	// KueueQueueLabel and KueuePriorityLabel on an InferenceService reach its Deployments, for
+	// Kueue's Deployment integration.
+	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
+	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
+	stable             = "stable"
+	canary             = "canary"
 )
 
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
@@ -57,15 +61,23 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	labels := selector(isvc, version)
 	pod := corev1.PodSpec{Containers: []corev1.Container{predictor(isvc, s)}}
 	mountModel(&pod, modelURI, fetchImage)
+	meta := objectMeta(isvc, predictorName(isvc, version), version)
+	podLabels := selector(isvc, version)
+	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
+	for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
+		if v, ok := isvc.Labels[l]; ok {
+			meta.Labels[l], podLabels[l] = v, v
+		}
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version),
+		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				// The model URI in an annotation: changing it rolls the Deployment.
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"serving.kiln.dev/model-uri": modelURI}},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"serving.kiln.dev/model-uri": modelURI}},
 				Spec:       pod,
 			},
 		},

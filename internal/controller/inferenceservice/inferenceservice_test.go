@@ -86,3 +86,22 @@ func TestServers(t *testing.T) {
 		t.Errorf("pvc:// model: volume %+v mounts %+v", v, d.Spec.Template.Spec.Containers[0].VolumeMounts)
 	}
 }
+
+// Kueue's Deployment integration: the InferenceService's queue and priority labels reach its
+// Deployments and their pods, never the selector (which cannot change).
+func TestDeploymentCarriesKueueLabels(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Labels = map[string]string{KueueQueueLabel: "serving", KueuePriorityLabel: "high", "team": "a"}
+	d := desiredDeployment(i, stable, "pvc://models/iris/v3", "kiln", nil)
+	for _, l := range []map[string]string{d.Labels, d.Spec.Template.Labels} {
+		if l[KueueQueueLabel] != "serving" || l[KueuePriorityLabel] != "high" || l["team"] != "" {
+			t.Errorf("labels %v: want Kueue's queue and priority only", l)
+		}
+	}
+	if _, ok := d.Spec.Selector.MatchLabels[KueueQueueLabel]; ok {
+		t.Errorf("selector %v carries the queue", d.Spec.Selector.MatchLabels)
+	}
+	if d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", nil); d.Labels[KueueQueueLabel] != "" {
+		t.Errorf("no queue asked, labels %v", d.Labels)
+	}
+}

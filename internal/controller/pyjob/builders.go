@@ -28,8 +28,12 @@ const (
 	MasterPort = 29500
 	// completionIndexAnnotation is where a pod of an Indexed Job finds its index.
 	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
-	outputVolume              = "output"
-	datasetVolume             = "dataset"
+	// KueueQueueLabel and KueuePriorityLabel put a PyJob in a Kueue LocalQueue: kiln gives them
+	// to its batch Job, which Kueue then suspends until it admits it.
+	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
+	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
+	outputVolume       = "output"
+	datasetVolume      = "dataset"
 )
 
 // OutputClaimName is the claim mounted at outputPath: the user's, or the one kiln creates.
@@ -121,8 +125,17 @@ func desiredJob(job *trainingv1alpha1.PyJob) *batchv1.Job {
 		spec.CompletionMode = &indexed
 		spec.Template.Spec.Subdomain = job.Name
 	}
-	return &batchv1.Job{ObjectMeta: objectMeta(job, job.Name, true), Spec: spec}
+	meta := objectMeta(job, job.Name, true)
+	for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
+		if v, ok := job.Labels[l]; ok {
+			meta.Labels[l] = v
+		}
+	}
+	return &batchv1.Job{ObjectMeta: meta, Spec: spec}
 }
+
+// queued says whether Kueue decides when the batch Job runs.
+func queued(bj *batchv1.Job) bool { return bj.Labels[KueueQueueLabel] != "" }
 
 // podAnnotations passes the PyJob's annotations on to its pods (kiln.dev/simulate-* among them),
 // except kubectl's bookkeeping.

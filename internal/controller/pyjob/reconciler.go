@@ -199,10 +199,13 @@ func conflict(obj client.Object) string {
 	return fmt.Sprintf("%s %s already exists and does not belong to this PyJob: delete or rename it", kind, obj.GetName())
 }
 
-// syncSuspend carries spec.suspend to the Job (the only field of it that changes).
+// syncSuspend carries spec.suspend to the Job (the only field of it that changes). A Job in a
+// Kueue queue is suspended by the PyJob's suspend but never resumed by kiln: Kueue resumes it
+// when it admits it.
 func (r *Reconciler) syncSuspend(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) error {
 	want := job.Spec.Suspend != nil && *job.Spec.Suspend
-	if got := bj.Spec.Suspend != nil && *bj.Spec.Suspend; got == want {
+	got := bj.Spec.Suspend != nil && *bj.Spec.Suspend
+	if got == want || (got && queued(bj)) {
 		return nil
 	}
 	base := bj.DeepCopy()

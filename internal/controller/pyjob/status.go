@@ -64,6 +64,9 @@ func phaseOf(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod) (t
 		return trainingv1alpha1.PyJobFailed, c.Reason, msg
 	}
 	if bj.Spec.Suspend != nil && *bj.Spec.Suspend {
+		if queued(bj) && (job.Spec.Suspend == nil || !*job.Spec.Suspend) {
+			return trainingv1alpha1.PyJobPending, "Queued", fmt.Sprintf("waiting for Kueue to admit it from LocalQueue %s", bj.Labels[KueueQueueLabel])
+		}
 		return trainingv1alpha1.PyJobSuspended, "Suspended", "suspended: set spec.suspend to false to run"
 	}
 	running := 0

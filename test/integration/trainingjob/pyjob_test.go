@@ -105,3 +105,65 @@ func TestPyJobReportsARealNameConflict(t *testing.T) {
 		return nil
 	})
 }
+
+// A PyJob in a Kueue queue: its batch Job carries the queue and priority labels (Kueue's webhook
+// then suspends it until admitted), kiln never resumes a Job Kueue suspended, and the PyJob says
+// it is queued. Here the test plays Kueue.
+func TestPyJobComposesWithKueue(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: ns, Labels: map[string]string{
+			"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "high"}},
+		Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, Workers: 2,
+			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"},
+	}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	bj := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: ns, Name: "queued"}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	if bj.Labels["kueue.x-k8s.io/queue-name"] != "team-a" || bj.Labels["kueue.x-k8s.io/priority-class"] != "high" {
+		t.Errorf("batch Job labels %v: want Kueue's queue and priority", bj.Labels)
+	}
+	setSuspend := func(s bool) {
+		testenv.Eventually(t, func() error {
+			if err := env.Client.Get(context.Background(), key, bj); err != nil {
+				return err
+			}
+			bj.Spec.Suspend = &s
+			return env.Client.Update(context.Background(), bj)
+		})
+	}
+	suspended := func() bool {
+		if err := env.Client.Get(context.Background(), key, bj); err != nil {
+			t.Fatal(err)
+		}
+		return bj.Spec.Suspend != nil && *bj.Spec.Suspend
+	}
+	setSuspend(true) // Kueue queues it
+	testenv.Eventually(t, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != trainingv1alpha1.PyJobPending || fresh.Status.Message != "waiting for Kueue to admit it from LocalQueue team-a" {
+			return fmt.Errorf("PyJob %s: %q", fresh.Status.Phase, fresh.Status.Message)
+		}
+		return nil
+	})
+	testenv.Consistently(t, func() error {
+		if !suspended() {
+			return fmt.Errorf("kiln resumed a Job Kueue suspended")
+		}
+		return nil
+	})
+	setSuspend(false) // Kueue admits it
+	testenv.Consistently(t, func() error {
+		if suspended() {
+			return fmt.Errorf("the admitted Job was suspended again")
+		}
+		return nil
+	})
+}
