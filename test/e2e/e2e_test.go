@@ -137,7 +137,8 @@ func TestKubectlShowsThePrinterColumns(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	job := create(t, builder.TFJob("cols", ns).Replicas("Worker", 2).Annotate("Worker", duration, "1h").Obj())
-	create(t, builder.PyTorchJob("cols", ns).Replicas("Worker", 1).Annotate("Worker", duration, "1h").Obj())
+	// Same name, other kind: its pod is cols-master-0, the TFJob's cols-worker-<i>.
+	create(t, builder.PyTorchJob("cols", ns).Replicas("Master", 1).Annotate("Master", duration, "1h").Obj())
 	waitCondition(t, job, kubeflowv1.JobRunning)
 	testenv.EventuallyWithin(t, timeout, func() error {
 		out := kubectl(t, "get", "tfjobs,pytorchjobs", "-n", ns)
