@@ -61,8 +61,8 @@ type Framework struct {
 	// ReplicaName's "<job>-<lowercase type>-<index>".
 	PodName func(job Job, rtype kubeflowv1.ReplicaType, index int) string
 	// Services says whether the job's replicas get headless services. Optional; nil means they
-	// do. A job without them keeps no retry history across recreated pods (see the engine's
-	// AnnotationRestarts): its backoffLimit counts the pods it sees.
+	// do. Without them a replica's retry count rides on its pods (see the engine's
+	// AnnotationRestarts).
 	Services func(job Job) bool
 	// IsMasterRole says whether replica (rtype, index) gets the job-role=master label.
 	IsMasterRole func(job Job, rtype kubeflowv1.ReplicaType, index int) bool

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,6 +139,13 @@ func ForName(name string) Backend {
 		return SchedulerPlugins{SchedulerName: DefaultSchedulerPluginsName}
 	}
 	return SchedulerPlugins{SchedulerName: name}
+}
+
+// Served says whether the cluster serves b's group API.
+func Served(mapper meta.RESTMapper, b Backend) bool {
+	gvk := b.GroupKind()
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil
 }
 
 // DelaysPods says whether pods are created only once the group is admitted (Volcano, as Kubeflow

@@ -245,13 +245,8 @@ func admissionKinds(o Options, frameworks []framework.Framework, own map[string]
 // cluster serves its PodGroups, else none. A named backend whose API is not served is kept: its
 // jobs say so in their status (and get no pods) rather than run without the gang they asked for.
 func gangBackend(mapper meta.RESTMapper, name string, log logr.Logger) (gang.Backend, error) {
-	served := func(b gang.Backend) bool {
-		gvk := b.GroupKind()
-		_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		return err == nil
-	}
 	if name == "" {
-		if served(gang.Native{}) {
+		if gang.Served(mapper, gang.Native{}) {
 			log.Info("gang scheduling with the cluster's own PodGroups (scheduling.k8s.io/v1beta1)")
 			return gang.Native{}, nil
 		}
@@ -259,7 +254,7 @@ func gangBackend(mapper meta.RESTMapper, name string, log logr.Logger) (gang.Bac
 		return nil, nil
 	}
 	b := gang.ForName(name)
-	if b != nil && !served(b) {
+	if b != nil && !gang.Served(mapper, b) {
 		log.Info("WARNING: the gang scheduler's PodGroups are not served; jobs that need a gang wait and say so", "gangScheduler", name, "api", b.GroupKind().GroupVersion().String())
 	}
 	return b, nil

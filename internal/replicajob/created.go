@@ -2,7 +2,6 @@ package replicajob
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +42,7 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	now := metav1.NewTime(r.clock.Now())
 	p := &planner{fw: r.fw, job: desired, now: now, plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}}
 	setCondition(&p.plan.Status, kubeflowv1.JobCondition{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue,
-		Reason: r.fw.Kind + "Created", Message: fmt.Sprintf("%s %s is created.", r.fw.Kind, job.GetName())}, now)
+		Reason: r.fw.Kind + "Created", Message: createdMessage(r.fw, job.GetName())}, now)
 	if p.plan.Status.StartTime == nil && !isSuspended(job) {
 		p.plan.Status.StartTime = &now
 	}

@@ -35,17 +35,11 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 		return nil
 	}
 	state := framework.State{Active: !isFinished(&p.Status) && !isSuspended(job), Running: p.Running}
-	owner := metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))
 	extras := r.fw.Extras(job, state)
 	for _, e := range extras {
-		o := e.Object
-		o.SetNamespace(job.GetNamespace())
+		e.Object.SetNamespace(job.GetNamespace())
 		if e.Wanted {
-			o.SetOwnerReferences([]metav1.OwnerReference{*owner})
-			labels := map[string]string{}
-			maps.Copy(labels, o.GetLabels())
-			labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
-			o.SetLabels(labels)
+			r.own(e.Object, job)
 		}
 	}
 	built, err := json.Marshal(extras)
@@ -75,6 +69,19 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 	return nil
 }
 
+// own makes o the job's: in its namespace, controlled by it, with the job's identity labels
+// (over any the framework set).
+func (r *Reconciler) own(o metav1.Object, job framework.Job) {
+	o.SetNamespace(job.GetNamespace())
+	o.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))})
+	labels := maps.Clone(o.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
+	o.SetLabels(labels)
+}
+
 // syncedState is what a job's extras or secrets were last synced for: its UID and a digest of
 // what was built (secrets: none).
 type syncedState struct {
@@ -96,14 +103,8 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Pl
 	if err != nil {
 		return fmt.Errorf("building the secrets of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
-	owner := metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))
 	for _, s := range secrets {
-		s.Namespace = job.GetNamespace()
-		s.OwnerReferences = []metav1.OwnerReference{*owner}
-		labels := map[string]string{}
-		maps.Copy(labels, s.Labels)
-		labels[kubeflowv1.LabelJobName], labels[kubeflowv1.LabelOperatorName] = job.GetName(), r.fw.ControllerName
-		s.Labels = labels
+		r.own(s, job)
 		ctx, end := tracing.Start(ctx, "create Secret", tracing.Object(r.fw.Kind, job.GetNamespace(), s.Name)...)
 		err := r.client.Create(ctx, s)
 		end(err)

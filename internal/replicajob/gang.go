@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -68,8 +67,7 @@ func (r *Reconciler) syncGroup(ctx context.Context, job framework.Job, status *k
 		return gang.State{CreatePods: true}, nil
 	}
 	obj := k.Backend.Object(group(r.fw, job))
-	obj.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind(r.fw.Kind))})
-	obj.SetLabels(map[string]string{kubeflowv1.LabelJobName: job.GetName(), kubeflowv1.LabelOperatorName: r.fw.ControllerName})
+	r.own(obj, job)
 	if isFinished(status) || isSuspended(job) {
 		return gang.State{CreatePods: true}, k.Remove(ctx, obj)
 	}

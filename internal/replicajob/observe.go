@@ -122,11 +122,15 @@ func isRetryable(container string, policy kubeflowv1.RestartPolicy, pod *corev1.
 	return false
 }
 
-// serviceRestarts reads the retry history a service carries and the pod it last counted.
-func serviceRestarts(svc *corev1.Service) (int32, string) {
+// serviceRestarts reads the retry history a service carries: the count, whether it already
+// counts pod's failure, and whether the replica was restarted and pod is not the pod it counted
+// (a replacement, or none yet).
+func serviceRestarts(svc *corev1.Service, pod *corev1.Pod) (restarts int32, counted, replaced bool) {
 	if svc == nil {
-		return 0, ""
+		return 0, false, false
 	}
 	n, _ := strconv.Atoi(svc.Annotations[AnnotationRestarts])
-	return int32(n), svc.Annotations[AnnotationRestartedPod]
+	last := svc.Annotations[AnnotationRestartedPod]
+	counted = pod != nil && last == string(pod.UID)
+	return int32(n), counted, last != "" && !counted
 }

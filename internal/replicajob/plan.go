@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,8 +104,8 @@ func plan(fw framework.Framework, job framework.Job, in Inputs) (*Plan, error) {
 		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
-	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", fmt.Sprintf("%s %s is created.", fw.Kind, job.GetName()))
-	defer p.createdMessage()
+	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", createdMessage(fw, job.GetName()))
+	defer p.sayWhyItWaits()
 	invalid, _ := Validate(fw, job, nil)
 	switch {
 	case isFinished(&p.plan.Status):
@@ -151,18 +152,23 @@ func (p *planner) setConditionAt(at metav1.Time, t kubeflowv1.JobConditionType, 
 	}
 }
 
-// createdMessage says in the Created condition why a job that runs has no running pods yet: its
+// createdMessage is Kubeflow's message of the Created condition.
+func createdMessage(fw framework.Framework, name string) string {
+	return fmt.Sprintf("%s %s is created.", fw.Kind, name)
+}
+
+// sayWhyItWaits says in the Created condition why a job that runs has no running pods yet: its
 // gang waits to be placed (the wide output's Message column shows it); otherwise it says what
 // Kubeflow says.
-func (p *planner) createdMessage() {
+func (p *planner) sayWhyItWaits() {
 	c := getCondition(&p.plan.Status, kubeflowv1.JobCreated)
 	if c == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s %s is created.", p.fw.Kind, p.job.GetName())
+	msg := createdMessage(p.fw, p.job.GetName())
 	st := &p.plan.Status
 	if p.in.GangWaiting != "" && !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
-		msg = fmt.Sprintf("%s %s is created; %s.", p.fw.Kind, p.job.GetName(), p.in.GangWaiting)
+		msg = strings.TrimSuffix(msg, ".") + "; " + p.in.GangWaiting + "."
 	}
 	if c.Message != msg {
 		c.Message, c.LastUpdateTime = msg, p.now
@@ -243,14 +249,12 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
 		pod := p.kids.pods[rtype][index]
-		restarts, countedUID := serviceRestarts(svc)
+		restarts, counted, replaced := serviceRestarts(svc, pod)
 		if !services {
-			restarts, countedUID = p.podRestarts(rtype, index, pod)
+			restarts, replaced = p.podRestarts(rtype, index, pod)
 		}
-		if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "" {
-			if countedUID != "" && (pod == nil || string(pod.UID) != countedUID) {
-				seen.comeBack(rtype)
-			}
+		if replaced && (pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "") {
+			seen.comeBack(rtype)
 		}
 		if pod == nil {
 			desired, err := desiredPod(p.fw, p.job, rtype, index)
@@ -274,7 +278,6 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			seen.retries += restarts
 			continue
 		}
-		counted := countedUID == string(pod.UID)
 		if !counted {
 			restarts += containerRestarts(pod)
 		}
@@ -295,22 +298,19 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 }
 
 // podRestarts is the retry history of a replica of a kind without services: the count its pod
-// carries, or, while the pod is gone, the one kept since its deletion. The second value stands
-// in for a service's counted pod: a replacement that does not run yet is coming back.
-func (p *planner) podRestarts(rtype kubeflowv1.ReplicaType, index int, pod *corev1.Pod) (int32, string) {
+// carries, or, while the pod is gone, the one kept since its deletion; replaced when the replica
+// was restarted (its pod, until it runs, is one coming back). A pod never counts its own failure.
+func (p *planner) podRestarts(rtype kubeflowv1.ReplicaType, index int, pod *corev1.Pod) (restarts int32, replaced bool) {
 	name := p.fw.PodNameOf(p.job, rtype, index)
 	if n := p.in.Carried[name]; n > 0 && (pod == nil || pod.DeletionTimestamp != nil) {
 		p.carry(name, n) // until the replacement exists
-		return n, "replaced"
+		return n, true
 	}
 	if pod == nil {
-		return 0, ""
+		return 0, false
 	}
 	n, _ := strconv.Atoi(pod.Annotations[AnnotationRestarts])
-	if n > 0 {
-		return int32(n), "replaced"
-	}
-	return 0, ""
+	return int32(n), n > 0
 }
 
 func (p *planner) carry(name string, n int32) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/gang"
 )
 
 // What the engine needs, and nothing more: no reading Secrets, no pods/exec, no update on jobs.
@@ -36,11 +37,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(r.fw.NewJob()).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf))
-	if g := r.opts.Gang; g != nil {
-		gvk := g.GroupKind()
-		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-			b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
-		}
+	if g := r.opts.Gang; g != nil && gang.Served(mgr.GetRESTMapper(), g) {
+		b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
 	}
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r); err != nil {
 		return err

@@ -66,12 +66,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Watches(&corev1.Pod{}, byLabel)
-	if r.gang != nil {
-		// The gang's group, when the cluster serves it: its state is why the workers wait.
-		gvk := r.gang.Backend.GroupKind()
-		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-			b = b.Watches(r.gang.Backend.NewObject(), byLabel)
-		}
+	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {
+		// The gang's group: its state is why the workers wait.
+		b = b.Watches(r.gang.Backend.NewObject(), byLabel)
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
 }
@@ -104,9 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			problem = p
 		}
 	}
-	g, err := r.syncGroup(ctx, &job)
-	if err != nil && g.Waiting == "" {
-		return reconcile.Result{}, err
+	g, gangErr := r.syncGroup(ctx, &job)
+	if gangErr != nil && g.Waiting == "" {
+		return reconcile.Result{}, gangErr
 	}
 	var bj *batchv1.Job
 	if problem == "" && g.CreatePods {
@@ -140,8 +137,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 		}
 	}
-	if err != nil {
-		return reconcile.Result{}, err // the group was refused: retried with backoff
+	if gangErr != nil {
+		return reconcile.Result{}, gangErr // the group was refused: retried with backoff
 	}
 	return r.expire(ctx, &job)
 }
