@@ -6,6 +6,7 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 TOOLS = $(shell bash hack/tools.sh cluster)
 ENVTEST_TOOLS = $(shell bash hack/tools.sh envtest)
+E2E_TOOLS = $(shell bash hack/tools.sh cluster addons)
 # The version stamped into bin/kiln and the release: see hack/version.sh (KILN_VERSION overrides).
 VERSION ?= $(shell bash hack/version.sh)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -19,7 +20,7 @@ all: build
 build: ## Build bin/kiln, stamped with its version (bin/kiln version).
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kiln ./cmd/kiln
 
-tools: ## Build (once) every pinned control-plane and generator binary and print their folder.
+tools: ## Build (once) every pinned control-plane, add-on and generator binary and print their folder.
 	@bash hack/tools.sh all
 
 generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations from the Go types and markers, and the chart's copies of them.
@@ -49,8 +50,8 @@ test-unit: ## Unit tests only (no control plane).
 test-integration: ## Integration suites against the real kube-apiserver.
 	KUBEBUILDER_ASSETS=$(ENVTEST_TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/integration/...
 
-test-e2e: ## The end-to-end suite on a fresh local cluster (scheduler, GC, controller-manager, kwok).
-	KILN_TOOLS_DIR=$(TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/e2e/...
+test-e2e: ## The end-to-end suites on fresh local clusters (scheduler, GC, controller-manager, kwok; scheduler-plugins and Kueue in test/e2e/addons).
+	KILN_TOOLS_DIR=$(E2E_TOOLS) $(GO) test $(GO_TEST_FLAGS) ./test/e2e/...
 
 fuzz: ## Run each fuzz target for FUZZ_BUDGET executions.
 	@bash hack/fuzz.sh $(FUZZ_BUDGET)

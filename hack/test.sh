@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every test kiln has: unit tests, the integration suites against the real kube-apiserver and
-# etcd, the end-to-end suite on a local kwok cluster, `make release`, then the fuzz targets briefly. The
-# control-plane binaries are built once by hack/tools.sh. Prints go test's summary lines.
+# etcd, the end-to-end suites on local kwok clusters (one beside scheduler-plugins and Kueue),
+# `make release`, then the fuzz targets briefly. The control-plane and add-on binaries are built
+# once by hack/tools.sh. Prints go test's summary lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KILN_TOOLS_DIR=$(bash hack/tools.sh cluster)
+KILN_TOOLS_DIR=$(bash hack/tools.sh cluster addons)
 KUBEBUILDER_ASSETS=$KILN_TOOLS_DIR
 export KILN_TOOLS_DIR KUBEBUILDER_ASSETS
 go test -count=1 -timeout 20m ./...

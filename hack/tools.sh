@@ -2,12 +2,14 @@
 # Builds the pinned control-plane and code-generation binaries from the Go module proxy into a
 # cache outside the work tree, keyed by the pinned go.sum files, and prints that folder.
 #
-#   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | all   (default: cluster)
+#   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | addons | all   (default: cluster)
 #
 #   generate  controller-gen                                  (make generate, make verify)
 #   envtest   etcd, kube-apiserver, the Gateway API CRDs      (integration suites)
 #   cluster   envtest's, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl and
 #             kwok's stages                                   (make run, the e2e suite, make bench)
+#   addons    scheduler-plugins' scheduler and controller, Kueue, with their CRDs
+#                                                             (the e2e suite of test/e2e/addons)
 #   all       every set                                       (make test)
 #
 # Only what a set needs and the cache lacks is built. A fresh clone on a machine that built them
@@ -31,7 +33,11 @@ stamp=""
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	stamp+=" -X $p.gitVersion=$kube_version -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
 done
-gw_version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/gateway-api" {print $3}' "$here/gateway-api/go.mod")
+required() { awk -v m="$2" '$1 == "require" && $2 == m {print $3}' "$here/$1/go.mod"; } # required TOOL MODULE: its version
+gw_version=$(required gateway-api sigs.k8s.io/gateway-api)
+# The add-ons live in folders named after their release, so a new pin is built beside the old.
+sp_version=$(required scheduler-plugins sigs.k8s.io/scheduler-plugins)
+kueue_version=$(required kueue sigs.k8s.io/kueue)
 
 # Every piece: name, the test that it is already there, and how to make it.
 # Cold times measured on a new 2-core machine (empty module and build caches, in this order; the
@@ -39,18 +45,22 @@ gw_version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/gateway-api" {print $3}'
 declare -A cold=(
 	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
+	[scheduler-plugins]=300 [kueue]=330
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
 	[envtest]="etcd kube-apiserver gateway-api-crds"
 	[cluster]="etcd kube-apiserver gateway-api-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages"
 )
-set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]}"
+set_pieces[addons]="scheduler-plugins kueue"
+set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
 
 present() { # present PIECE: is it in the cache already?
 	case "$1" in
 	gateway-api-crds) [ -f "$bin/crds/gateway-api-$gw_version/gateway.networking.k8s.io_httproutes.yaml" ] ;;
 	kwok-stages) [ -f "$bin/stages/pod-delete.yaml" ] ;;
+	scheduler-plugins) [ -x "$bin/scheduler-plugins-$sp_version/controller" ] ;;
+	kueue) [ -x "$bin/kueue-$kueue_version/kueue" ] ;;
 	*) [ -x "$bin/$1" ] ;;
 	esac
 }
@@ -89,6 +99,22 @@ make_piece() {
 		mkdir -p "$bin/stages"
 		cp "$kw"/kustomize/stage/node/fast/node-initialize.yaml "$kw"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml "$bin/stages/"
 		chmod u+w "$bin"/stages/*.yaml ;;
+	scheduler-plugins) # a second scheduler with the Coscheduling plugin, its PodGroup controller, their CRDs
+		local sp dst="$bin/scheduler-plugins-$sp_version"
+		sp=$(module_dir "$here/scheduler-plugins" sigs.k8s.io/scheduler-plugins)
+		mkdir -p "$dst/crds"
+		cp "$sp"/config/crd/bases/*.yaml "$dst/crds/"
+		chmod u+w "$dst"/crds/*.yaml
+		go_build "$here/scheduler-plugins" "${dst#"$bin/"}/kube-scheduler" sigs.k8s.io/scheduler-plugins/cmd/scheduler
+		go_build "$here/scheduler-plugins" "${dst#"$bin/"}/controller" sigs.k8s.io/scheduler-plugins/cmd/controller ;;
+	kueue) # Kueue's manager, its CRDs and webhook configurations
+		local kq dst="$bin/kueue-$kueue_version"
+		kq=$(module_dir "$here/kueue" sigs.k8s.io/kueue)
+		mkdir -p "$dst/crds"
+		cp "$kq"/config/components/crd/bases/*.yaml "$dst/crds/"
+		cp "$kq"/config/components/webhook/manifests.yaml "$dst/webhooks.yaml"
+		chmod u+w "$dst"/crds/*.yaml "$dst/webhooks.yaml"
+		go_build "$here/kueue" "${dst#"$bin/"}/kueue" sigs.k8s.io/kueue/cmd/kueue ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;
 	esac
 }
@@ -141,7 +167,7 @@ sets=("$@")
 declare -A wanted=()
 order=()
 for s in "${sets[@]}"; do
-	[ -n "${set_pieces[$s]:-}" ] || { echo "hack/tools.sh: unknown set '$s' (generate, envtest, cluster, all)" >&2; exit 2; }
+	[ -n "${set_pieces[$s]:-}" ] || { echo "hack/tools.sh: unknown set '$s' (generate, envtest, cluster, addons, all)" >&2; exit 2; }
 	for p in ${set_pieces[$s]}; do
 		[ -n "${wanted[$p]:-}" ] && continue
 		wanted[$p]=1

@@ -13,6 +13,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,20 +86,30 @@ func InstallCRDs(ctx context.Context, c client.Client, dir string) error {
 // WaitEstablished waits up to a minute until every CustomResourceDefinition among objs is
 // Established: its kind is served.
 func WaitEstablished(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	var waiting string
+	var waiting, why string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, o := range objs {
 			if o.GetKind() != "CustomResourceDefinition" {
 				continue
 			}
-			waiting = o.GetName()
+			waiting, why = o.GetName(), ""
+			// Read unstructured, so that a client of any scheme will do.
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 			var crd apiextensionsv1.CustomResourceDefinition
-			if err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, &crd); err != nil {
+			if err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, u); err != nil {
+				why = fmt.Sprintf(" (%v)", err)
 				return false, nil
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
+				return false, err
 			}
 			established := false
 			for _, cond := range crd.Status.Conditions {
 				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+				if cond.Status != apiextensionsv1.ConditionTrue && cond.Message != "" {
+					why += fmt.Sprintf(" (%s: %s)", cond.Type, cond.Message)
+				}
 			}
 			if !established {
 				return false, nil
@@ -107,7 +118,7 @@ func WaitEstablished(ctx context.Context, c client.Client, objs []*unstructured.
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for CRD %s to be established: %w", waiting, err)
+		return fmt.Errorf("waiting for CRD %s to be established%s: %w", waiting, why, err)
 	}
 	return nil
 }

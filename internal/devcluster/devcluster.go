@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,7 +81,7 @@ func Create(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c := &Cluster{Name: o.Name, Kubeconfig: filepath.Join(o.WorkDir, "clusters", o.Name, "kubeconfig.yaml"), opts: o}
 	_ = c.Delete() // a cluster left behind by an interrupted run
-	if err := c.kwokctl(ctx, c.createArgs()...); err != nil {
+	if err := c.create(ctx); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("creating cluster %s: %w", o.Name, err)
 	}
@@ -128,6 +129,23 @@ func (c *Cluster) addStorage(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// create runs kwokctl create, one at a time on this machine: kwokctl picks each cluster's ports
+// by counting down from 32767 to the first one free, so two creating at once take the same.
+func (c *Cluster) create(ctx context.Context) error {
+	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(c.opts.WorkDir, "create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // closing releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	return c.kwokctl(ctx, c.createArgs()...)
 }
 
 func (c *Cluster) createArgs() []string {

@@ -27,7 +27,7 @@ const (
 
 func TestTFJobAndPyTorchJobRunToSucceeded(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	tf := create(t, builder.TFJob("tf", ns).Replicas("PS", 1).Replicas("Worker", 2).
 		Annotate("PS", duration, "1h").Annotate("Worker", duration, "2s").Obj())
 	pt := create(t, builder.PyTorchJob("pt", ns).Replicas("Master", 1).Replicas("Worker", 2).
@@ -55,7 +55,7 @@ func TestTFJobAndPyTorchJobRunToSucceeded(t *testing.T) {
 
 func TestExitCodePolicyOnARealCluster(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	fails := create(t, builder.TFJob("exit1", ns).Replicas("Worker", 2).RestartPolicy("Worker", kubeflowv1.RestartPolicyExitCode).
 		Annotate("Worker", duration, "1s").Annotate("Worker", exitCode, "1").Obj())
 	waitCondition(t, fails, kubeflowv1.JobFailed)
@@ -79,23 +79,23 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 
 func TestDeletingAJobGarbageCollectsItsPodsAndServices(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	job := create(t, builder.PyTorchJob("gc", ns).Replicas("Master", 1).Replicas("Worker", 2).Annotate("Master", duration, "1h").Annotate("Worker", duration, "1h").Obj())
 	waitPodCount(t, job, 3)
-	if err := env.Client.Delete(context.Background(), job, client.PropagationPolicy("Background")); err != nil {
+	if err := cluster.Client.Delete(context.Background(), job, client.PropagationPolicy("Background")); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyWithin(t, timeout, func() error {
 		if n := len(jobPods(t, job)); n > 0 {
 			return fmt.Errorf("%d pods left", n)
 		}
-		return testenv.Count("services", len(env.Services(t, ns, map[string]string{kubeflowv1.LabelJobName: "gc"})), 0)
+		return testenv.Count("services", len(cluster.Services(t, ns, map[string]string{kubeflowv1.LabelJobName: "gc"})), 0)
 	})
 }
 
 func TestTTLDeletesTheJobAndItsPods(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	job := create(t, builder.XGBoostJob("ttl", ns).Replicas("Master", 1).Annotate("Master", duration, "1s").TTLSecondsAfterFinished(5).Obj())
 	waitCondition(t, job, kubeflowv1.JobSucceeded)
 	testenv.EventuallyWithin(t, timeout, func() error {
@@ -108,7 +108,7 @@ func TestTTLDeletesTheJobAndItsPods(t *testing.T) {
 
 func TestCleanPodPolicies(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	mk := func(name string, p kubeflowv1.CleanPodPolicy) framework.Job {
 		return create(t, builder.PyTorchJob(name, ns).Replicas("Master", 1).Replicas("Worker", 1).CleanPodPolicy(p).
 			Annotate("Master", duration, "2s").Annotate("Worker", duration, "1h").Obj())
@@ -122,7 +122,7 @@ func TestCleanPodPolicies(t *testing.T) {
 
 func TestSuspendAndResume(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	job := create(t, builder.TFJob("sus", ns).Replicas("Worker", 2).Annotate("Worker", duration, "1h").Obj())
 	waitCondition(t, job, kubeflowv1.JobRunning)
 	setSuspend(t, job, true)
@@ -135,7 +135,7 @@ func TestSuspendAndResume(t *testing.T) {
 
 func TestKubectlShowsThePrinterColumns(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	job := create(t, builder.TFJob("cols", ns).Replicas("Worker", 2).Annotate("Worker", duration, "1h").Obj())
 	// Same name, other kind: its pod is cols-master-0, the TFJob's cols-worker-<i>.
 	create(t, builder.PyTorchJob("cols", ns).Replicas("Master", 1).Annotate("Master", duration, "1h").Obj())
@@ -155,7 +155,7 @@ func TestInstallManifestsAreAccepted(t *testing.T) {
 	t.Parallel()
 	// A server-side dry run cannot place objects in a namespace it only pretended to create.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kiln-system"}}
-	if err := env.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := cluster.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	// This cluster already has kiln's webhook configurations, pointing at the test's manager by
@@ -188,7 +188,7 @@ func setSuspend(t *testing.T, job framework.Job, s bool) {
 			return err
 		}
 		fresh.GetRunPolicy().Suspend = &s
-		return env.Client.Update(context.Background(), fresh)
+		return cluster.Client.Update(context.Background(), fresh)
 	})
 }
 
@@ -215,7 +215,7 @@ func hasTrue(job framework.Job, ct kubeflowv1.JobConditionType) bool {
 
 func TestKubectlScalesPyTorchJobWorkers(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	job := create(t, builder.PyTorchJob("scaled", ns).Replicas("Master", 1).Replicas("Worker", 1).
 		Annotate("Master", duration, "1h").Annotate("Worker", duration, "1h").Obj())
 	waitPodCount(t, job, 2)

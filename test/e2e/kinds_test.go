@@ -11,7 +11,7 @@ import (
 // The kinds added for Kubeflow 1.9 parity run to their verdict on the real cluster.
 func TestJAXJobSucceedsAndFails(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	ok := create(t, builder.JAXJob("jax", ns).Replicas("Worker", 2).Annotate("Worker", duration, "2s").Obj())
 	bad := create(t, builder.JAXJob("jax-bad", ns).Replicas("Worker", 2).Annotate("Worker", duration, "1s").Annotate("Worker", exitCode, "1").Obj())
 	waitCondition(t, ok, kubeflowv1.JobSucceeded)
@@ -23,7 +23,7 @@ func TestJAXJobSucceedsAndFails(t *testing.T) {
 
 func TestPaddleJobSucceedsAndFails(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	ok := create(t, builder.PaddleJob("paddle", ns).Replicas("Worker", 2).Annotate("Worker", duration, "2s").Obj())
 	bad := create(t, builder.PaddleJob("paddle-bad", ns).Replicas("Master", 1).Replicas("Worker", 1).RestartPolicy("Master", kubeflowv1.RestartPolicyNever).
 		Annotate("Master", duration, "1s").Annotate("Master", exitCode, "1").Annotate("Worker", duration, "1h").Obj())
@@ -38,7 +38,7 @@ func TestPaddleJobSucceedsAndFails(t *testing.T) {
 // exits; cleanPodPolicy Running then removes them), and fails the job when mpirun fails.
 func TestMPIJobSucceedsAndFails(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	ok := create(t, builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Annotate("Launcher", duration, "3s").Obj())
 	bad := create(t, builder.MPIJob("pi-bad", ns).Replicas("Launcher", 1).Replicas("Worker", 1).
 		Annotate("Launcher", duration, "1s").Annotate("Launcher", exitCode, "1").Obj())
@@ -51,7 +51,7 @@ func TestMPIJobSucceedsAndFails(t *testing.T) {
 		t.Errorf("Failed condition %+v", c)
 	}
 	testenv.Eventually(t, func() error {
-		pods := env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi", kubeflowv1.LabelReplicaType: "worker"})
+		pods := cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi", kubeflowv1.LabelReplicaType: "worker"})
 		return testenv.Count("running workers of a succeeded MPIJob", len(pods), 0)
 	})
 }

@@ -33,11 +33,11 @@ func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alp
 	if edit != nil {
 		edit(&j.Spec)
 	}
-	if err := env.Client.Create(context.Background(), j); err != nil {
+	if err := cluster.Client.Create(context.Background(), j); err != nil {
 		t.Fatalf("creating PyJob %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationForeground))
+		_ = cluster.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationForeground))
 	})
 	return j
 }
@@ -46,7 +46,7 @@ func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.P
 	t.Helper()
 	fresh := &trainingv1alpha1.PyJob{}
 	testenv.EventuallyWithin(t, timeout, func() error {
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
 			return err
 		}
 		if fresh.Status.Phase != phase {
@@ -59,14 +59,14 @@ func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.P
 
 func TestPyJobSucceeds(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	j := newPyJob(t, ns, "bert", "2s", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 1 })
 	done := waitPhase(t, j, trainingv1alpha1.PyJobSucceeded)
 	if done.Status.StartTime == nil || done.Status.CompletionTime == nil || done.Status.ObservedGeneration != done.Generation {
 		t.Errorf("status %+v: want start and completion times and observedGeneration", done.Status)
 	}
 	var bj batchv1.Job
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bert"}, &bj); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bert"}, &bj); err != nil {
 		t.Fatal(err)
 	}
 	c := bj.Spec.Template.Spec.Containers[0]
@@ -77,7 +77,7 @@ func TestPyJobSucceeds(t *testing.T) {
 
 func TestPyJobFailureNamesTheExitCode(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	j := newPyJob(t, ns, "broken", "1s", "3", func(s *trainingv1alpha1.PyJobSpec) { s.BackoffLimit = ptr.To[int32](0) })
 	failed := waitPhase(t, j, trainingv1alpha1.PyJobFailed)
 	if !strings.Contains(failed.Status.Message, "exited with code 3") {
@@ -87,12 +87,12 @@ func TestPyJobFailureNamesTheExitCode(t *testing.T) {
 
 func TestDistributedPyJobIsAnIndexedJobWithRanks(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	j := newPyJob(t, ns, "dist", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 4; s.GPU = 1 })
 	waitPhase(t, j, trainingv1alpha1.PyJobRunning)
 	var pods []corev1.Pod
 	testenv.EventuallyWithin(t, timeout, func() error {
-		pods = env.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "dist"})
+		pods = cluster.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "dist"})
 		return testenv.Count("pods", len(pods), 4)
 	})
 	indexes := map[string]bool{}
@@ -117,14 +117,14 @@ func TestDistributedPyJobIsAnIndexedJobWithRanks(t *testing.T) {
 		t.Errorf("completion indexes %v, want 0..3", indexes)
 	}
 	var svc corev1.Service
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dist"}, &svc); err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dist"}, &svc); err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("headless service dist: %v %+v", err, svc.Spec)
 	}
 }
 
 func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	class := "kiln-manual-" + ns
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns},
@@ -136,10 +136,10 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
 		},
 	}
-	if err := env.Client.Create(context.Background(), pv); err != nil {
+	if err := cluster.Client.Create(context.Background(), pv); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), pv) })
 	j := newPyJob(t, ns, "stored", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) {
 		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class, ReclaimPolicy: trainingv1alpha1.OutputDelete}
 	})
@@ -148,7 +148,7 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 		t.Errorf("outputClaimName = %q", running.Status.OutputClaimName)
 	}
 	var pvc corev1.PersistentVolumeClaim
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stored-output"}, &pvc); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "stored-output"}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || !metav1.IsControlledBy(&pvc, running) {
@@ -156,51 +156,51 @@ func TestPyJobOutputClaimIsCreatedBoundAndOwned(t *testing.T) {
 	}
 
 	// Deleting the PyJob removes what kiln created; the claim goes too (reclaimPolicy Delete).
-	if err := env.Client.Delete(context.Background(), running, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := cluster.Client.Delete(context.Background(), running, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyWithin(t, timeout, func() error {
 		for _, o := range []client.Object{&batchv1.Job{}, &corev1.PersistentVolumeClaim{}} {
 			name := map[bool]string{true: "stored", false: "stored-output"}[fmt.Sprintf("%T", o) == "*v1.Job"]
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%T %s still there (%v)", o, name, err)
 			}
 		}
-		return testenv.Count("pods", len(env.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "stored"})), 0)
+		return testenv.Count("pods", len(cluster.Pods(t, ns, map[string]string{pyjob.LabelPyJob: "stored"})), 0)
 	})
 }
 
 func TestPyJobRetainedOutputOutlivesThePyJob(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	j := newPyJob(t, ns, "keep", "1s", "0", func(s *trainingv1alpha1.PyJobSpec) {
 		s.Output = &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("none"), ReclaimPolicy: trainingv1alpha1.OutputRetain}
 	})
 	var pvc corev1.PersistentVolumeClaim
 	testenv.EventuallyWithin(t, timeout, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc)
+		return cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc)
 	})
-	if err := env.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := cluster.Client.Delete(context.Background(), j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyWithin(t, timeout, func() error {
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Job keep still there (%v)", err)
 		}
 		return nil
 	})
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc); err != nil || pvc.DeletionTimestamp != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "keep-output"}, &pvc); err != nil || pvc.DeletionTimestamp != nil {
 		t.Errorf("the retained claim went with the PyJob: %v", err)
 	}
 }
 
 func TestPyJobAskingForTooManyGPUsSaysWhy(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	j := newPyJob(t, ns, "greedy", "1h", "0", func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 64 })
 	testenv.EventuallyWithin(t, timeout, func() error {
 		fresh := &trainingv1alpha1.PyJob{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
 			return err
 		}
 		if fresh.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(fresh.Status.Message, "Insufficient nvidia.com/gpu") {

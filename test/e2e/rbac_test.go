@@ -24,7 +24,7 @@ func TestUserRolesAggregate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := devcluster.Apply(ctx, env.Client, "", roles); err != nil {
+	if err := devcluster.Apply(ctx, cluster.Client, "", roles); err != nil {
 		t.Fatal(err)
 	}
 	// Kubeflow's own kubeflow-edit, as its manifests define it: an aggregation of labelled roles.
@@ -34,10 +34,10 @@ func TestUserRolesAggregate(t *testing.T) {
 			MatchLabels: map[string]string{"rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit": "true"},
 		}}},
 	}
-	if err := env.Client.Create(ctx, kubeflowEdit); client.IgnoreAlreadyExists(err) != nil {
+	if err := cluster.Client.Create(ctx, kubeflowEdit); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	notebook := "system:serviceaccount:" + ns + ":default-editor"
 	for user, role := range map[string]string{"alice": "edit", "bob": "view", notebook: "kubeflow-edit"} {
 		b := &rbacv1.RoleBinding{
@@ -45,7 +45,7 @@ func TestUserRolesAggregate(t *testing.T) {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}},
 		}
-		if err := env.Client.Create(ctx, b); err != nil {
+		if err := cluster.Client.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestUserRolesAggregate(t *testing.T) {
 				User:               c.user,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: c.verb, Group: c.group, Resource: c.resource},
 			}}
-			if err := env.Client.Create(ctx, sar); err != nil {
+			if err := cluster.Client.Create(ctx, sar); err != nil {
 				return err
 			}
 			if sar.Status.Allowed != c.allowed {

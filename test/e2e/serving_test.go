@@ -20,19 +20,19 @@ import (
 
 func TestInferenceServiceOnARealCluster(t *testing.T) {
 	t.Parallel()
-	ns := env.Namespace(t)
+	ns := cluster.Namespace(t)
 	isvc := &servingv1alpha1.InferenceService{
 		ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns},
 		Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "gs://models/iris", Framework: servingv1alpha1.FrameworkSKLearn,
 			MinReplicas: ptr.To[int32](2)},
 	}
-	if err := env.Client.Create(context.Background(), isvc); err != nil {
+	if err := cluster.Client.Create(context.Background(), isvc); err != nil {
 		t.Fatal(err)
 	}
 	// The Deployment controller makes the pods, kwok makes them ready.
 	testenv.EventuallyWithin(t, timeout, func() error {
 		fresh := &servingv1alpha1.InferenceService{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
 			return err
 		}
 		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue || fresh.Status.ReadyReplicas != 2 {
@@ -51,7 +51,7 @@ func TestInferenceServiceOnARealCluster(t *testing.T) {
 		return testenv.Count("ready pods", readyPods(t, ns, "iris"), 3)
 	})
 
-	if err := env.Client.Delete(context.Background(), isvc, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := cluster.Client.Delete(context.Background(), isvc, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyWithin(t, timeout, func() error {
@@ -60,7 +60,7 @@ func TestInferenceServiceOnARealCluster(t *testing.T) {
 				if _, isDeployment := o.(*appsv1.Deployment); isDeployment && name == "iris" {
 					continue
 				}
-				if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
+				if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("%T %s still there (%v)", o, name, err)
 				}
 			}
@@ -71,7 +71,7 @@ func TestInferenceServiceOnARealCluster(t *testing.T) {
 
 func readyPods(t *testing.T, ns, name string) int {
 	n := 0
-	for _, p := range env.Pods(t, ns, map[string]string{"serving.kiln.dev/inferenceservice": name}) {
+	for _, p := range cluster.Pods(t, ns, map[string]string{"serving.kiln.dev/inferenceservice": name}) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
 				n++

@@ -1,0 +1,426 @@
+package addons
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// kueueConfig runs Kueue for batch Jobs (PyJob's), TFJobs and PyTorchJobs with a queue-name label,
+// its webhooks on a local address with the certificate of kueueCertSecret.
+const kueueConfig = `apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health:
+  healthProbeBindAddress: "0"
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %q
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: true
+manageJobsWithoutQueueName: false
+integrations:
+  frameworks:
+  - batch/job
+  - kubeflow.org/tfjob
+  - kubeflow.org/pytorchjob
+`
+
+// kueueWebhookPaths picks, of Kueue's webhooks, those for its own kinds and the integrations the
+// suite enables (the others would call Kueue for every Pod and Deployment of the cluster).
+var kueueWebhookPaths = []string{"-kueue-x-k8s-io-", "-batch-v1-job", "-kubeflow-org-v1-tfjob", "-kubeflow-org-v1-pytorchjob"}
+
+// kueueConverted are the CRDs Kueue's own kustomization gives a conversion webhook
+// (config/components/crd/kustomization.yaml).
+var kueueConverted = []string{"localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"}
+
+// resourceFlavor is the one flavor every test's ClusterQueue offers.
+const resourceFlavor = "default"
+
+// startKueue installs Kueue's CRDs and webhooks, wired by URL to a Kueue started on this machine
+// (as kiln's are for a local kiln), and waits until its webhooks answer.
+func startKueue(c *testenv.Cluster, dir string) (func(), error) {
+	home, err := addonDir(c, "kueue", "sigs.k8s.io/kueue")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := devcluster.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+	secret, bundle, err := kueueCertSecret()
+	if err != nil {
+		return nil, err
+	}
+	base := "https://" + addr
+	ctx := context.Background()
+	if err := installKueueAPI(ctx, c, home, base, bundle); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secret.Namespace}}
+	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if err := c.Client.Create(ctx, secret); err != nil {
+		return nil, err
+	}
+	// Kueue waits for its Secret mounted in its certificate folder, as a kubelet would.
+	certDir := filepath.Join(dir, "kueue-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	for name, data := range secret.Data {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	config := filepath.Join(dir, "kueue.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, kueueConfig, port, certDir), 0o600); err != nil {
+		return nil, err
+	}
+	kueue, err := testenv.StartProcess("kueue", dir, []string{"KUBECONFIG=" + c.Kubeconfig},
+		filepath.Join(home, "kueue"), "--config", config, "--feature-gates", "VisibilityOnDemand=false")
+	if err != nil {
+		return nil, err
+	}
+	// Kueue answers once its webhooks serve; the flavor every test uses is the probe.
+	flavor := kueueObject("ResourceFlavor", "", resourceFlavor, map[string]any{})
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := kueue.Exited(); err != nil {
+			return false, err
+		}
+		last = c.Client.Create(ctx, flavor.DeepCopy())
+		return last == nil || apierrors.IsAlreadyExists(last), nil
+	})
+	if err != nil {
+		return kueue.Stop, fmt.Errorf("Kueue did not answer within 2 minutes: %v (last: %v); its log: %s", err, last, kueue.Log)
+	}
+	return kueue.Stop, nil
+}
+
+// kueueCertSecret is the Secret of Kueue's own certificate management, made up front with a
+// serving certificate valid for Kueue's service name (which Kueue checks before using it) and for
+// 127.0.0.1 (where the apiserver calls it here). Kueue writes it to its webhook server's folder
+// and injects the CA into its webhook configurations and CRDs. (With its certificate management
+// off, Kueue reads its metrics certificate from a fixed /etc folder.)
+func kueueCertSecret() (*corev1.Secret, []byte, error) {
+	now := time.Now()
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kueue-ca", Organization: []string{"kueue"}},
+		DNSNames: []string{"kueue-ca"}, NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	serving := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kueue-webhook-service.kueue-system.svc"},
+		DNSNames: []string{"kueue-webhook-service.kueue-system.svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, serving, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	pemOf := func(kind string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: b}) }
+	caPEM := pemOf("CERTIFICATE", caDER)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kueue-system", Name: "kueue-webhook-server-cert"},
+		Data: map[string][]byte{
+			"ca.crt": caPEM, "ca.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caKey)),
+			"tls.crt": pemOf("CERTIFICATE", der), "tls.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)),
+		},
+	}, caPEM, nil
+}
+
+// installKueueAPI installs Kueue's CRDs (their conversion webhooks at base/convert) and its
+// webhook configurations for the kinds the suite uses, all trusting bundle.
+func installKueueAPI(ctx context.Context, c *testenv.Cluster, home, base string, bundle []byte) error {
+	caBundle := base64.StdEncoding.EncodeToString(bundle)
+	crds, err := devcluster.ReadObjects(filepath.Join(home, "crds"))
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		for _, p := range kueueConverted {
+			if p == plural {
+				_ = unstructured.SetNestedField(crd.Object, map[string]any{
+					"strategy": "Webhook",
+					"webhook": map[string]any{
+						"conversionReviewVersions": []any{"v1"},
+						"clientConfig":             map[string]any{"url": base + "/convert", "caBundle": caBundle},
+					},
+				}, "spec", "conversion")
+			}
+		}
+	}
+	if err := devcluster.Apply(ctx, c.Client, "", crds); err != nil {
+		return err
+	}
+	if err := devcluster.WaitEstablished(ctx, c.Client, crds); err != nil {
+		return err
+	}
+	configs, err := devcluster.ReadObjects(filepath.Join(home, "webhooks.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, cfg := range configs {
+		hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+		var kept []any
+		for _, h := range hooks {
+			hook := h.(map[string]any)
+			path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+			for _, p := range kueueWebhookPaths {
+				if strings.Contains(path, p) {
+					hook["clientConfig"] = map[string]any{"url": base + path, "caBundle": caBundle}
+					kept = append(kept, hook)
+					break
+				}
+			}
+		}
+		cfg.SetName("kueue-" + cfg.GetName())
+		if err := unstructured.SetNestedSlice(cfg.Object, kept, "webhooks"); err != nil {
+			return err
+		}
+	}
+	return devcluster.Apply(ctx, c.Client, "", configs)
+}
+
+// kueueObject is a kueue.x-k8s.io/v1beta2 object.
+func kueueObject(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// queueLabel puts a job in a Kueue LocalQueue.
+const queueLabel = "kueue.x-k8s.io/queue-name"
+
+// queueFor makes a LocalQueue "queue" in ns whose ClusterQueue (named after ns, for ns alone) has
+// quota for cpu CPUs: room for one of the test's jobs at a time.
+func queueFor(t *testing.T, ns string, cpu int64) {
+	t.Helper()
+	cq := kueueObject("ClusterQueue", "", ns, map[string]any{
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+		"resourceGroups": []any{map[string]any{
+			"coveredResources": []any{"cpu", "memory"},
+			"flavors": []any{map[string]any{"name": resourceFlavor, "resources": []any{
+				map[string]any{"name": "cpu", "nominalQuota": cpu},
+				map[string]any{"name": "memory", "nominalQuota": "1Ti"},
+			}}},
+		}},
+	})
+	lq := kueueObject("LocalQueue", ns, "queue", map[string]any{"clusterQueue": ns})
+	for _, o := range []*unstructured.Unstructured{cq, lq} {
+		if err := cluster.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), cq) })
+}
+
+// oneCPU makes every container of a template ask for one CPU and 1Gi, which Kueue counts against
+// the quota.
+func oneCPU(t *corev1.PodTemplateSpec) {
+	for i := range t.Spec.Containers {
+		t.Spec.Containers[i].Resources.Requests = corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+		}
+	}
+}
+
+// queued is the test of every kind Kueue queues: two jobs in a queue with room for one; the one
+// Kueue admits first runs to its end while the other has no pods, then the other runs.
+// podsOf counts a job's pods, done says it has succeeded, waiting checks what the waiting job
+// says of itself.
+func queued[J client.Object](t *testing.T, jobs [2]J, podsOf func(J) int, done func(J) (bool, error), waiting func(J) error) {
+	t.Helper()
+	for _, j := range jobs {
+		if err := cluster.Client.Create(context.Background(), j); err != nil {
+			t.Fatalf("creating %s: %v", j.GetName(), err)
+		}
+	}
+	var first, second J
+	testenv.EventuallyWithin(t, timeout, func() error {
+		a, b := podsOf(jobs[0]), podsOf(jobs[1])
+		switch {
+		case a > 0 && b == 0:
+			first, second = jobs[0], jobs[1]
+		case b > 0 && a == 0:
+			first, second = jobs[1], jobs[0]
+		default:
+			return fmt.Errorf("%s has %d pods, %s %d: want one job with pods, the other none", jobs[0].GetName(), a, jobs[1].GetName(), b)
+		}
+		return waiting(second)
+	})
+	t.Logf("Kueue admitted %s; %s waits", first.GetName(), second.GetName())
+	testenv.EventuallyWithin(t, timeout, func() error {
+		if n := podsOf(second); n != 0 {
+			t.Fatalf("%s has %d pods while %s holds the quota", second.GetName(), n, first.GetName())
+		}
+		ok, err := done(first)
+		if err == nil && !ok {
+			err = fmt.Errorf("%s has not succeeded yet", first.GetName())
+		}
+		return err
+	})
+	testenv.EventuallyWithin(t, timeout, func() error {
+		ok, err := done(second)
+		if err == nil && !ok {
+			err = fmt.Errorf("%s has not succeeded after %s freed the quota", second.GetName(), first.GetName())
+		}
+		return err
+	})
+}
+
+// queuedKind runs queued for a kubeflow.org kind built by job.
+func queuedKind(t *testing.T, job func(name, ns string) *builder.Job) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	queueFor(t, ns, 2)
+	var jobs [2]framework.Job
+	for i, name := range []string{"one", "two"} {
+		b := job(name, ns)
+		for rtype := range b.Obj().GetReplicaSpecs() {
+			b.Template(rtype, oneCPU).Annotate(rtype, "kiln.dev/simulate-duration", "5s")
+		}
+		jobs[i] = b.Edit(func(j framework.Job) { j.SetLabels(map[string]string{queueLabel: "queue"}) }).Obj()
+	}
+	queued(t, jobs, func(j framework.Job) int {
+		return len(cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: j.GetName()}))
+	}, func(j framework.Job) (bool, error) {
+		fresh, err := get(j)
+		return err == nil && hasTrue(fresh, kubeflowv1.JobSucceeded), err
+	}, func(j framework.Job) error {
+		fresh, err := get(j)
+		if err != nil {
+			return err
+		}
+		if !hasTrue(fresh, kubeflowv1.JobSuspended) || !ptr.Deref(fresh.GetRunPolicy().Suspend, false) {
+			return fmt.Errorf("%s is not suspended while it waits: conditions %+v", j.GetName(), fresh.GetJobStatus().Conditions)
+		}
+		return nil
+	})
+}
+
+func TestKueueQueuesTFJobs(t *testing.T) {
+	queuedKind(t, func(name, ns string) *builder.Job { return builder.TFJob(name, ns).Replicas("Worker", 2) })
+}
+
+func TestKueueQueuesPyTorchJobs(t *testing.T) {
+	queuedKind(t, func(name, ns string) *builder.Job {
+		return builder.PyTorchJob(name, ns).Replicas("Master", 1).Replicas("Worker", 1)
+	})
+}
+
+// A PyJob's queue label reaches its batch Job, which Kueue holds suspended (kiln does not resume
+// it) while the PyJob says it waits for Kueue.
+func TestKueueQueuesPyJobs(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	queueFor(t, ns, 1)
+	var jobs [2]*trainingv1alpha1.PyJob
+	for i, name := range []string{"one", "two"} {
+		jobs[i] = &trainingv1alpha1.PyJob{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{queueLabel: "queue"},
+				Annotations: map[string]string{"kiln.dev/simulate-duration": "5s", "kiln.dev/simulate-exit-code": "0"}},
+			Spec: trainingv1alpha1.PyJobSpec{
+				Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
+				Resources: trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))},
+			},
+		}
+	}
+	fresh := func(j *trainingv1alpha1.PyJob) (*trainingv1alpha1.PyJob, error) {
+		f := &trainingv1alpha1.PyJob{}
+		return f, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), f)
+	}
+	queued(t, jobs, func(j *trainingv1alpha1.PyJob) int {
+		return len(cluster.Pods(t, ns, map[string]string{"training.kiln.dev/pyjob-name": j.Name}))
+	}, func(j *trainingv1alpha1.PyJob) (bool, error) {
+		f, err := fresh(j)
+		return err == nil && f.Status.Phase == trainingv1alpha1.PyJobSucceeded, err
+	}, func(j *trainingv1alpha1.PyJob) error {
+		f, err := fresh(j)
+		if err != nil {
+			return err
+		}
+		var batch batchv1.Job
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), &batch); err != nil {
+			return err
+		}
+		if !ptr.Deref(batch.Spec.Suspend, false) || batch.Labels[queueLabel] != "queue" {
+			return fmt.Errorf("batch Job %s: suspend %v, labels %v: want suspended by Kueue, in queue", batch.Name, batch.Spec.Suspend, batch.Labels)
+		}
+		if f.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(f.Status.Message, "Kueue") {
+			return fmt.Errorf("PyJob %s is %s: %q; want Pending, waiting for Kueue", j.Name, f.Status.Phase, f.Status.Message)
+		}
+		t.Logf("PyJob %s: %s", j.Name, f.Status.Message)
+		return nil
+	})
+}
+
+func get(job framework.Job) (framework.Job, error) {
+	fresh := job.DeepCopyObject().(framework.Job)
+	return fresh, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh)
+}
+
+func hasTrue(job framework.Job, ct kubeflowv1.JobConditionType) bool {
+	for _, c := range job.GetJobStatus().Conditions {
+		if c.Type == ct {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
