@@ -12,6 +12,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 // Plan is everything one reconcile decides, computed without any client call from the job and
@@ -513,6 +514,9 @@ func (p *planner) suspend() {
 	}
 	p.deleteStrays()
 	msg := fmt.Sprintf("%s %s is suspended.", p.fw.Kind, p.job.GetName())
+	if queued := kueue.Waiting(p.job.GetLabels()); queued != "" { // Kueue suspends what it queues
+		msg = fmt.Sprintf("%s %s is suspended; %s.", p.fw.Kind, p.job.GetName(), queued)
+	}
 	if hasCondition(&p.plan.Status, kubeflowv1.JobRunning) {
 		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionFalse, "Suspended", msg)
 	}

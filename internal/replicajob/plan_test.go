@@ -2,7 +2,6 @@ package replicajob
 
 import (
 	"fmt"
-	"k8s.io/utils/ptr"
 	"sort"
 	"testing"
 	"time"
@@ -11,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/pytorch"
 	"github.com/kiln-ml/kiln/internal/framework/tensorflow"
+	"github.com/kiln-ml/kiln/internal/kueue"
 	"github.com/kiln-ml/kiln/test/builder"
 )
 
@@ -366,6 +367,21 @@ func TestPlanSuspendAndResume(t *testing.T) {
 	p = resumed.plan(t)
 	if len(p.CreatePods) != 2 || !p.Status.StartTime.Time.Equal(now) {
 		t.Errorf("resume: %d pods created, startTime %v; want 2 and reset to now", len(p.CreatePods), p.Status.StartTime)
+	}
+}
+
+// A job Kueue queues is suspended by Kueue: its Suspended condition says so and names the queue.
+func TestPlanSuspendedByKueueSaysSo(t *testing.T) {
+	queued := builder.TFJob("j", "ns").Replicas("Worker", 2).Suspend(true).Edit(func(j framework.Job) {
+		j.SetLabels(map[string]string{kueue.QueueLabel: "team-a"})
+	})
+	p := newWorld(tf, queued).plan(t)
+	if c := last(p.Status); c.Type != kubeflowv1.JobSuspended || c.Message != "TFJob j is suspended; waiting for Kueue to admit it from LocalQueue team-a." {
+		t.Errorf("last condition %s: %q", c.Type, c.Message)
+	}
+	p = newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).Suspend(true)).plan(t)
+	if c := last(p.Status); c.Message != "TFJob j is suspended." {
+		t.Errorf("without a queue: %q", c.Message)
 	}
 }
 

@@ -38,7 +38,7 @@ func TestTFJobAndPyTorchJobRunToSucceeded(t *testing.T) {
 			t.Errorf("%s: startTime %v completionTime %v, want both", job.GetName(), done.GetJobStatus().StartTime, done.GetJobStatus().CompletionTime)
 		}
 		// It went through Running: the condition stays, turned False by the success.
-		if c := conditionOf(done, kubeflowv1.JobRunning); c.Status != corev1.ConditionFalse {
+		if c := testenv.Condition(done, kubeflowv1.JobRunning); c.Status != corev1.ConditionFalse {
 			t.Errorf("%s: Running condition %+v, want one turned False by Succeeded", job.GetName(), c)
 		}
 	}
@@ -190,15 +190,6 @@ func setSuspend(t *testing.T, job framework.Job, s bool) {
 		fresh.GetRunPolicy().Suspend = &s
 		return cluster.Client.Update(context.Background(), fresh)
 	})
-}
-
-func conditionOf(job framework.Job, ct kubeflowv1.JobConditionType) kubeflowv1.JobCondition {
-	for _, c := range job.GetJobStatus().Conditions {
-		if c.Type == ct {
-			return c
-		}
-	}
-	return kubeflowv1.JobCondition{}
 }
 
 func hasTrue(job framework.Job, ct kubeflowv1.JobConditionType) bool {

@@ -16,7 +16,7 @@ func TestJAXJobSucceedsAndFails(t *testing.T) {
 	bad := create(t, builder.JAXJob("jax-bad", ns).Replicas("Worker", 2).Annotate("Worker", duration, "1s").Annotate("Worker", exitCode, "1").Obj())
 	waitCondition(t, ok, kubeflowv1.JobSucceeded)
 	failed := waitCondition(t, bad, kubeflowv1.JobFailed)
-	if c := conditionOf(failed, kubeflowv1.JobFailed); c.Reason != "JAXJobFailed" {
+	if c := testenv.Condition(failed, kubeflowv1.JobFailed); c.Reason != "JAXJobFailed" {
 		t.Errorf("Failed condition %+v, want reason JAXJobFailed", c)
 	}
 }
@@ -29,7 +29,7 @@ func TestPaddleJobSucceedsAndFails(t *testing.T) {
 		Annotate("Master", duration, "1s").Annotate("Master", exitCode, "1").Annotate("Worker", duration, "1h").Obj())
 	waitCondition(t, ok, kubeflowv1.JobSucceeded)
 	failed := waitCondition(t, bad, kubeflowv1.JobFailed)
-	if c := conditionOf(failed, kubeflowv1.JobFailed); c.Reason != "PaddleJobFailed" {
+	if c := testenv.Condition(failed, kubeflowv1.JobFailed); c.Reason != "PaddleJobFailed" {
 		t.Errorf("Failed condition %+v, want reason PaddleJobFailed", c)
 	}
 }
@@ -43,11 +43,11 @@ func TestMPIJobSucceedsAndFails(t *testing.T) {
 	bad := create(t, builder.MPIJob("pi-bad", ns).Replicas("Launcher", 1).Replicas("Worker", 1).
 		Annotate("Launcher", duration, "1s").Annotate("Launcher", exitCode, "1").Obj())
 	done := waitCondition(t, ok, kubeflowv1.JobSucceeded)
-	if c := conditionOf(done, kubeflowv1.JobSucceeded); c.Message != "MPIJob pi is successfully completed." {
+	if c := testenv.Condition(done, kubeflowv1.JobSucceeded); c.Message != "MPIJob pi is successfully completed." {
 		t.Errorf("Succeeded condition %+v", c)
 	}
 	failed := waitCondition(t, bad, kubeflowv1.JobFailed)
-	if c := conditionOf(failed, kubeflowv1.JobFailed); c.Reason != "MPIJobFailed" || c.Message != "MPIJob pi-bad is failed because 1 Launcher replica(s) failed." {
+	if c := testenv.Condition(failed, kubeflowv1.JobFailed); c.Reason != "MPIJobFailed" || c.Message != "MPIJob pi-bad is failed because 1 Launcher replica(s) failed." {
 		t.Errorf("Failed condition %+v", c)
 	}
 	testenv.Eventually(t, func() error {

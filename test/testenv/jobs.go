@@ -31,3 +31,13 @@ func (e *Env) WaitCondition(t testing.TB, job framework.Job, ct kubeflowv1.JobCo
 	})
 	return fresh
 }
+
+// Condition is the job's condition of type ct, or a zero condition when it has none.
+func Condition(job framework.Job, ct kubeflowv1.JobConditionType) kubeflowv1.JobCondition {
+	for _, c := range job.GetJobStatus().Conditions {
+		if c.Type == ct {
+			return c
+		}
+	}
+	return kubeflowv1.JobCondition{}
+}

@@ -142,10 +142,5 @@ func (e *Env) createdMessage(job framework.Job) (string, error) {
 	if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
 		return "", err
 	}
-	for _, c := range fresh.GetJobStatus().Conditions {
-		if c.Type == kubeflowv1.JobCreated {
-			return c.Message, nil
-		}
-	}
-	return "", fmt.Errorf("%s has no Created condition", job.GetName())
+	return Condition(fresh, kubeflowv1.JobCreated).Message, nil
 }

@@ -13,18 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 // Labels on everything an InferenceService owns; version is stable or canary.
 const (
 	LabelService = "serving.kiln.dev/inferenceservice"
 	LabelVersion = "serving.kiln.dev/version"
-	// KueueQueueLabel and KueuePriorityLabel on an InferenceService reach its Deployments, for
-	// Kueue's Deployment integration.
-	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
-	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
-	stable             = "stable"
-	canary             = "canary"
+	stable       = "stable"
+	canary       = "canary"
 )
 
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
@@ -64,11 +61,8 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	meta := objectMeta(isvc, predictorName(isvc, version), version)
 	podLabels := selector(isvc, version)
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
-	for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
-		if v, ok := isvc.Labels[l]; ok {
-			meta.Labels[l], podLabels[l] = v, v
-		}
-	}
+	kueue.CopyLabels(isvc.Labels, meta.Labels)
+	kueue.CopyLabels(isvc.Labels, podLabels)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,

@@ -1,10 +1,12 @@
 package inferenceservice
 
 import (
-	"k8s.io/utils/ptr"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 func isvc(min, max *int32, canaryPct int32) *servingv1alpha1.InferenceService {
@@ -91,17 +93,17 @@ func TestServers(t *testing.T) {
 // Deployments and their pods, never the selector (which cannot change).
 func TestDeploymentCarriesKueueLabels(t *testing.T) {
 	i := isvc(nil, nil, -1)
-	i.Labels = map[string]string{KueueQueueLabel: "serving", KueuePriorityLabel: "high", "team": "a"}
+	i.Labels = map[string]string{kueue.QueueLabel: "serving", kueue.PriorityLabel: "high", "team": "a"}
 	d := desiredDeployment(i, stable, "pvc://models/iris/v3", "kiln", nil)
 	for _, l := range []map[string]string{d.Labels, d.Spec.Template.Labels} {
-		if l[KueueQueueLabel] != "serving" || l[KueuePriorityLabel] != "high" || l["team"] != "" {
+		if l[kueue.QueueLabel] != "serving" || l[kueue.PriorityLabel] != "high" || l["team"] != "" {
 			t.Errorf("labels %v: want Kueue's queue and priority only", l)
 		}
 	}
-	if _, ok := d.Spec.Selector.MatchLabels[KueueQueueLabel]; ok {
+	if _, ok := d.Spec.Selector.MatchLabels[kueue.QueueLabel]; ok {
 		t.Errorf("selector %v carries the queue", d.Spec.Selector.MatchLabels)
 	}
-	if d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", nil); d.Labels[KueueQueueLabel] != "" {
+	if d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", nil); d.Labels[kueue.QueueLabel] != "" {
 		t.Errorf("no queue asked, labels %v", d.Labels)
 	}
 }

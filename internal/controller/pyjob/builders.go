@@ -14,6 +14,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 const (
@@ -28,12 +29,8 @@ const (
 	MasterPort = 29500
 	// completionIndexAnnotation is where a pod of an Indexed Job finds its index.
 	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
-	// KueueQueueLabel and KueuePriorityLabel put a PyJob in a Kueue LocalQueue: kiln gives them
-	// to its batch Job, which Kueue then suspends until it admits it.
-	KueueQueueLabel    = "kueue.x-k8s.io/queue-name"
-	KueuePriorityLabel = "kueue.x-k8s.io/priority-class"
-	outputVolume       = "output"
-	datasetVolume      = "dataset"
+	outputVolume              = "output"
+	datasetVolume             = "dataset"
 )
 
 // OutputClaimName is the claim mounted at outputPath: the user's, or the one kiln creates.
@@ -126,16 +123,14 @@ func desiredJob(job *trainingv1alpha1.PyJob) *batchv1.Job {
 		spec.Template.Spec.Subdomain = job.Name
 	}
 	meta := objectMeta(job, job.Name, true)
-	for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
-		if v, ok := job.Labels[l]; ok {
-			meta.Labels[l] = v
-		}
-	}
+	// Kueue's queue and priority labels put the batch Job in a LocalQueue: Kueue suspends it
+	// until it admits it.
+	kueue.CopyLabels(job.Labels, meta.Labels)
 	return &batchv1.Job{ObjectMeta: meta, Spec: spec}
 }
 
 // queued says whether Kueue decides when the batch Job runs.
-func queued(bj *batchv1.Job) bool { return bj.Labels[KueueQueueLabel] != "" }
+func queued(bj *batchv1.Job) bool { return bj.Labels[kueue.QueueLabel] != "" }
 
 // podAnnotations passes the PyJob's annotations on to its pods (kiln.dev/simulate-* among them),
 // except kubectl's bookkeeping.

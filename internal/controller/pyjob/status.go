@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 // status derives the PyJob's status from its batch Job and pods as seen now; problem, when not
@@ -65,7 +66,7 @@ func phaseOf(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod) (t
 	}
 	if bj.Spec.Suspend != nil && *bj.Spec.Suspend {
 		if queued(bj) && (job.Spec.Suspend == nil || !*job.Spec.Suspend) {
-			return trainingv1alpha1.PyJobPending, "Queued", fmt.Sprintf("waiting for Kueue to admit it from LocalQueue %s", bj.Labels[KueueQueueLabel])
+			return trainingv1alpha1.PyJobPending, "Queued", kueue.Waiting(bj.Labels)
 		}
 		return trainingv1alpha1.PyJobSuspended, "Suspended", "suspended: set spec.suspend to false to run"
 	}

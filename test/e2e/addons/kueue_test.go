@@ -32,6 +32,7 @@ import (
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/kueue"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -245,9 +246,6 @@ func kueueObject(kind, ns, name string, spec map[string]any) *unstructured.Unstr
 	return u
 }
 
-// queueLabel puts a job in a Kueue LocalQueue.
-const queueLabel = "kueue.x-k8s.io/queue-name"
-
 // queueFor makes a LocalQueue "queue" in ns whose ClusterQueue (named after ns, for ns alone) has
 // quota for cpu CPUs: room for one of the test's jobs at a time.
 func queueFor(t *testing.T, ns string, cpu int64) {
@@ -336,21 +334,26 @@ func queuedKind(t *testing.T, job func(name, ns string) *builder.Job) {
 		for rtype := range b.Obj().GetReplicaSpecs() {
 			b.Template(rtype, oneCPU).Annotate(rtype, "kiln.dev/simulate-duration", "5s")
 		}
-		jobs[i] = b.Edit(func(j framework.Job) { j.SetLabels(map[string]string{queueLabel: "queue"}) }).Obj()
+		jobs[i] = b.Edit(func(j framework.Job) { j.SetLabels(map[string]string{kueue.QueueLabel: "queue"}) }).Obj()
 	}
 	queued(t, jobs, func(j framework.Job) int {
 		return len(cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: j.GetName()}))
 	}, func(j framework.Job) (bool, error) {
 		fresh, err := get(j)
-		return err == nil && hasTrue(fresh, kubeflowv1.JobSucceeded), err
+		return err == nil && testenv.Condition(fresh, kubeflowv1.JobSucceeded).Status == corev1.ConditionTrue, err
 	}, func(j framework.Job) error {
 		fresh, err := get(j)
 		if err != nil {
 			return err
 		}
-		if !hasTrue(fresh, kubeflowv1.JobSuspended) || !ptr.Deref(fresh.GetRunPolicy().Suspend, false) {
-			return fmt.Errorf("%s is not suspended while it waits: conditions %+v", j.GetName(), fresh.GetJobStatus().Conditions)
+		if !ptr.Deref(fresh.GetRunPolicy().Suspend, false) {
+			return fmt.Errorf("%s waits but Kueue has not suspended it", j.GetName())
 		}
+		c := testenv.Condition(fresh, kubeflowv1.JobSuspended)
+		if c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "waiting for Kueue to admit it from LocalQueue queue") {
+			return fmt.Errorf("%s waits; its Suspended condition is %s: %q", j.GetName(), c.Status, c.Message)
+		}
+		t.Logf("%s: %s", j.GetName(), c.Message)
 		return nil
 	})
 }
@@ -374,7 +377,7 @@ func TestKueueQueuesPyJobs(t *testing.T) {
 	var jobs [2]*trainingv1alpha1.PyJob
 	for i, name := range []string{"one", "two"} {
 		jobs[i] = &trainingv1alpha1.PyJob{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{queueLabel: "queue"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kueue.QueueLabel: "queue"},
 				Annotations: map[string]string{"kiln.dev/simulate-duration": "5s", "kiln.dev/simulate-exit-code": "0"}},
 			Spec: trainingv1alpha1.PyJobSpec{
 				Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
@@ -400,7 +403,7 @@ func TestKueueQueuesPyJobs(t *testing.T) {
 		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), &batch); err != nil {
 			return err
 		}
-		if !ptr.Deref(batch.Spec.Suspend, false) || batch.Labels[queueLabel] != "queue" {
+		if !ptr.Deref(batch.Spec.Suspend, false) || batch.Labels[kueue.QueueLabel] != "queue" {
 			return fmt.Errorf("batch Job %s: suspend %v, labels %v: want suspended by Kueue, in queue", batch.Name, batch.Spec.Suspend, batch.Labels)
 		}
 		if f.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(f.Status.Message, "Kueue") {
@@ -414,13 +417,4 @@ func TestKueueQueuesPyJobs(t *testing.T) {
 func get(job framework.Job) (framework.Job, error) {
 	fresh := job.DeepCopyObject().(framework.Job)
 	return fresh, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh)
-}
-
-func hasTrue(job framework.Job, ct kubeflowv1.JobConditionType) bool {
-	for _, c := range job.GetJobStatus().Conditions {
-		if c.Type == ct {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
