@@ -85,6 +85,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if job.Spec.Workers < 1 {
 		job.Spec.Workers = 1 // the CRD defaults it; a PyJob written before that gets the same
 	}
+	// A finished run never starts new work: what it owned and someone deleted (its batch Job, by
+	// hand or by a TTL controller) is not made again.
+	if finished(&job) {
+		return r.finish(ctx, &job)
+	}
 	var problem string
 	if job.Spec.Output != nil && job.Spec.Output.Size != nil {
 		if p, err := r.ensure(ctx, &job, desiredClaim(&job), &corev1.PersistentVolumeClaim{}); err != nil || p != "" {
@@ -124,23 +129,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 		}
 	}
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelPyJob: job.Name}); err != nil {
+	if err := r.writeStatus(ctx, &job, bj, problem, g.Waiting); err != nil {
 		return reconcile.Result{}, err
-	}
-	now := metav1.NewTime(r.clock.Now())
-	st := status(&job, bj, pods.Items, problem, g.Waiting, now)
-	if !equality.Semantic.DeepEqual(job.Status, st) {
-		base := job.DeepCopy()
-		job.Status = st
-		if err := r.client.Status().Patch(ctx, &job, client.MergeFrom(base)); err != nil {
-			return reconcile.Result{}, fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
-		}
 	}
 	if gangErr != nil {
 		return reconcile.Result{}, gangErr // the group was refused: retried with backoff
 	}
 	return r.expire(ctx, &job)
+}
+
+func finished(job *trainingv1alpha1.PyJob) bool {
+	return job.Status.Phase == trainingv1alpha1.PyJobSucceeded || job.Status.Phase == trainingv1alpha1.PyJobFailed
+}
+
+// finish looks after a finished PyJob: its gang's group goes, its status follows its batch Job
+// while that is there, and its TTL runs.
+func (r *Reconciler) finish(ctx context.Context, job *trainingv1alpha1.PyJob) (reconcile.Result, error) {
+	if _, err := r.syncGroup(ctx, job); err != nil {
+		return reconcile.Result{}, err
+	}
+	bj := &batchv1.Job{}
+	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(job), bj); {
+	case apierrors.IsNotFound(err):
+		bj = nil
+	case err != nil:
+		return reconcile.Result{}, err
+	case !metav1.IsControlledBy(bj, job):
+		bj = nil
+	}
+	if err := r.writeStatus(ctx, job, bj, "", ""); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.expire(ctx, job)
+}
+
+// writeStatus writes the status derived from bj and the PyJob's pods, when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job, problem, waiting string) error {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelPyJob: job.Name}); err != nil {
+		return err
+	}
+	st := status(job, bj, pods.Items, problem, waiting, metav1.NewTime(r.clock.Now()))
+	if equality.Semantic.DeepEqual(job.Status, st) {
+		return nil
+	}
+	base := job.DeepCopy()
+	job.Status = st
+	if err := r.client.Status().Patch(ctx, job, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
+	}
+	return nil
 }
 
 // syncGroup keeps the group of a distributed PyJob's workers (see gang.Keeper) until it finished.

@@ -21,13 +21,26 @@ func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, pro
 	st := *job.Status.DeepCopy()
 	st.ObservedGeneration = job.Generation
 	st.OutputClaimName = OutputClaimName(job)
+	if bj == nil && finished(job) {
+		return st // its verdict stands when its batch Job is gone
+	}
 	phase, reason, msg := trainingv1alpha1.PyJobPending, "Creating", "creating the batch Job"
 	if bj != nil {
 		st.Workers = trainingv1alpha1.WorkerCounts{Active: bj.Status.Active, Succeeded: bj.Status.Succeeded, Failed: bj.Status.Failed}
 		if bj.Status.Ready != nil {
 			st.Workers.Ready = *bj.Status.Ready
 		}
-		st.StartTime, st.CompletionTime = bj.Status.StartTime, bj.Status.CompletionTime
+		st.StartTime = bj.Status.StartTime
+		if bj.Status.CompletionTime != nil {
+			st.CompletionTime = bj.Status.CompletionTime
+		} else if c := jobCondition(bj, batchv1.JobFailed); c != nil && st.CompletionTime == nil {
+			// A batch Job sets completionTime on success only; a failed run finished when it failed.
+			t := c.LastTransitionTime
+			if t.IsZero() {
+				t = now
+			}
+			st.CompletionTime = &t
+		}
 		phase, reason, msg = phaseOf(job, bj, pods)
 	}
 	if waiting != "" && phase == trainingv1alpha1.PyJobPending {

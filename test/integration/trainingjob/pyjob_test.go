@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -165,5 +168,113 @@ func TestPyJobComposesWithKueue(t *testing.T) {
 			return fmt.Errorf("the admitted Job was suspended again")
 		}
 		return nil
+	})
+}
+
+// finishBatchJob sets the status the job controller writes when a batch Job ends: complete (all
+// workers succeeded) or failed (retries exhausted).
+func finishBatchJob(t *testing.T, key client.ObjectKey, succeeded bool) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		bj := &batchv1.Job{}
+		if err := env.Client.Get(context.Background(), key, bj); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		start := metav1.NewTime(now.Add(-time.Minute))
+		bj.Status.StartTime = &start
+		cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+			return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: reason, LastProbeTime: now, LastTransitionTime: now}
+		}
+		if succeeded {
+			bj.Status.Succeeded, bj.Status.CompletionTime = *bj.Spec.Completions, &now
+			bj.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobSuccessCriteriaMet, "CompletionsReached"), cond(batchv1.JobComplete, "CompletionsReached")}
+		} else {
+			bj.Status.Failed = 1
+			bj.Status.Conditions = []batchv1.JobCondition{cond(batchv1.JobFailureTarget, "BackoffLimitExceeded"), cond(batchv1.JobFailed, "BackoffLimitExceeded")}
+		}
+		return env.Client.Status().Update(context.Background(), bj)
+	})
+}
+
+func simplePyJob(name, ns string) *trainingv1alpha1.PyJob {
+	return &trainingv1alpha1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}},
+	}
+}
+
+func waitPyJobPhase(t *testing.T, key client.ObjectKey, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
+	t.Helper()
+	fresh := &trainingv1alpha1.PyJob{}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != phase {
+			return fmt.Errorf("PyJob %s is %s (%q), want %s", key.Name, fresh.Status.Phase, fresh.Status.Message, phase)
+		}
+		return nil
+	})
+	return fresh
+}
+
+// A finished run never trains again: deleting its batch Job (by hand, or a TTL controller) does
+// not make kiln create a new one, and the PyJob keeps its verdict.
+func TestAFinishedPyJobNeverRunsAgain(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := simplePyJob("done", ns)
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	finishBatchJob(t, key, true)
+	waitPyJobPhase(t, key, trainingv1alpha1.PyJobSucceeded)
+	bj := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
+	if err := env.Client.Delete(context.Background(), bj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Consistently(t, func() error {
+		if err := env.Client.Get(context.Background(), key, &batchv1.Job{}); err == nil {
+			return fmt.Errorf("a new batch Job was created for the finished PyJob")
+		}
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != trainingv1alpha1.PyJobSucceeded {
+			return fmt.Errorf("PyJob is %s (%q) once its batch Job is gone, want Succeeded", fresh.Status.Phase, fresh.Status.Message)
+		}
+		return nil
+	})
+}
+
+// A failed run keeps the time it failed as its completionTime, so ttlSecondsAfterFinished runs
+// out and deletes it.
+func TestAFailedPyJobIsDeletedByItsTTL(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := simplePyJob("failed", ns)
+	p.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	finishBatchJob(t, key, false)
+	first := waitPyJobPhase(t, key, trainingv1alpha1.PyJobFailed).Status.CompletionTime
+	if first == nil {
+		t.Fatal("a failed PyJob has no completionTime")
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		err := env.Client.Get(context.Background(), key, fresh)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil && !fresh.Status.CompletionTime.Equal(first) {
+			t.Fatalf("completionTime moved from %v to %v", first, fresh.Status.CompletionTime)
+		}
+		return fmt.Errorf("the failed PyJob still exists %s after it failed (ttl 3s): %v", time.Since(first.Time).Round(time.Second), err)
 	})
 }
