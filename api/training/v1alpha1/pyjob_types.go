@@ -17,6 +17,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command : []) == (has(oldSelf.command) ? oldSelf.command : [])",message="spec.command is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="(has(self.args) ? self.args : []) == (has(oldSelf.args) ? oldSelf.args : [])",message="spec.args is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.datasetPath) == has(oldSelf.datasetPath) && (!has(self.datasetPath) || self.datasetPath == oldSelf.datasetPath) && has(self.outputPath) == has(oldSelf.outputPath) && (!has(self.outputPath) || self.outputPath == oldSelf.outputPath)",message="spec.datasetPath and spec.outputPath are immutable: create a new PyJob to change them"
+// +kubebuilder:validation:XValidation:rule="has(self.shmSize) == has(oldSelf.shmSize)",message="spec.shmSize is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="!has(self.shmSize) || !has(self.resources) || !has(self.resources.memory) || !quantity(self.shmSize).isGreaterThan(quantity(self.resources.memory))",message="spec.shmSize is memory of the worker: make it at most spec.resources.memory"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
 	// +kubebuilder:validation:MinLength=1
@@ -53,6 +55,15 @@ type PyJobSpec struct {
 	// Resources are the CPU and memory of each worker (requests and limits alike).
 	// +optional
 	Resources Resources `json:"resources,omitempty"`
+
+	// ShmSize is the size of /dev/shm, a memory-backed volume: PyTorch's DataLoader workers and
+	// NCCL need far more than the container runtime's 64Mi. Its pages count against the worker's
+	// memory. Default: half of resources.memory when that is set, else 1Gi; "0" leaves the
+	// runtime's /dev/shm.
+	// +kubebuilder:validation:XValidation:rule="!quantity(self).isLessThan(quantity('0'))",message="spec.shmSize must be 0 or more, e.g. 8Gi"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.shmSize is immutable: create a new PyJob to change it"
+	// +optional
+	ShmSize *resource.Quantity `json:"shmSize,omitempty"`
 
 	// Dataset is an existing PersistentVolumeClaim mounted at datasetPath, read-only by default.
 	// +optional

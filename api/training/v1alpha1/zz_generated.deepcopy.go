@@ -139,6 +139,11 @@ func (in *PyJobSpec) DeepCopyInto(out *PyJobSpec) {
 		}
 	}
 	in.Resources.DeepCopyInto(&out.Resources)
+	if in.ShmSize != nil {
+		in, out := &in.ShmSize, &out.ShmSize
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.Dataset != nil {
 		in, out := &in.Dataset, &out.Dataset
 		*out = new(DatasetStorage)

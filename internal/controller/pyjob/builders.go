@@ -31,6 +31,7 @@ const (
 	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
 	outputVolume              = "output"
 	datasetVolume             = "dataset"
+	shmVolume                 = "dshm"
 )
 
 // OutputClaimName is the claim mounted at outputPath: the user's, or the one kiln creates.
@@ -169,7 +170,26 @@ func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
 	if s.OutputPath != "" {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: outputVolume, MountPath: s.OutputPath})
 	}
+	if size := ShmSize(job); size.Sign() > 0 {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm"})
+	}
 	return c
+}
+
+// DefaultShmSize is /dev/shm's size when spec.shmSize and spec.resources.memory are unset.
+var DefaultShmSize = resource.MustParse("1Gi")
+
+// ShmSize is the size of the run's /dev/shm: spec.shmSize, else half of its memory, else
+// DefaultShmSize. Zero: the container runtime's own.
+func ShmSize(job *trainingv1alpha1.PyJob) resource.Quantity {
+	s := job.Spec
+	switch {
+	case s.ShmSize != nil:
+		return *s.ShmSize
+	case s.Resources.Memory != nil:
+		return *resource.NewQuantity(s.Resources.Memory.Value()/2, resource.BinarySI)
+	}
+	return DefaultShmSize
 }
 
 func volumes(job *trainingv1alpha1.PyJob) []corev1.Volume {
@@ -185,6 +205,10 @@ func volumes(job *trainingv1alpha1.PyJob) []corev1.Volume {
 			src = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
 		}
 		vs = append(vs, corev1.Volume{Name: outputVolume, VolumeSource: src})
+	}
+	if size := ShmSize(job); size.Sign() > 0 {
+		vs = append(vs, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}})
 	}
 	return vs
 }

@@ -1,7 +1,6 @@
 package pyjob
 
 import (
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
@@ -23,6 +23,47 @@ func pyJob(workers, gpu int32) *trainingv1alpha1.PyJob {
 			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
 			Dataset: &trainingv1alpha1.DatasetStorage{ClaimName: "data"},
 			Output:  &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("10Gi")), ReclaimPolicy: trainingv1alpha1.OutputRetain}},
+	}
+}
+
+// Every worker gets a memory-backed /dev/shm: spec.shmSize, else half its memory, else 1Gi; 0
+// leaves the container runtime's.
+func TestSharedMemory(t *testing.T) {
+	shm := func(edit func(*trainingv1alpha1.PyJobSpec)) string {
+		job := pyJob(2, 1)
+		edit(&job.Spec)
+		pod := desiredJob(job).Spec.Template.Spec
+		var size string
+		for _, v := range pod.Volumes {
+			if v.Name == shmVolume {
+				if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+					t.Errorf("/dev/shm volume %+v: want a memory-backed emptyDir", v)
+				}
+				size = v.EmptyDir.SizeLimit.String()
+			}
+		}
+		mounted := false
+		for _, m := range pod.Containers[0].VolumeMounts {
+			mounted = mounted || (m.Name == shmVolume && m.MountPath == "/dev/shm")
+		}
+		if mounted != (size != "") {
+			t.Errorf("volume of size %q, mounted at /dev/shm: %v", size, mounted)
+		}
+		return size
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*trainingv1alpha1.PyJobSpec)
+		want string
+	}{
+		{"default", func(*trainingv1alpha1.PyJobSpec) {}, "1Gi"},
+		{"half the memory", func(s *trainingv1alpha1.PyJobSpec) { s.Resources.Memory = ptr.To(resource.MustParse("32Gi")) }, "16Gi"},
+		{"given", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = ptr.To(resource.MustParse("8Gi")) }, "8Gi"},
+		{"off", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = ptr.To(resource.MustParse("0")) }, ""},
+	} {
+		if got := shm(c.edit); got != c.want {
+			t.Errorf("%s: /dev/shm of %q, want %q", c.name, got, c.want)
+		}
 	}
 }
 
@@ -48,7 +89,9 @@ func TestDesiredJob(t *testing.T) {
 	}
 	var claims []string
 	for _, v := range pod.Spec.Volumes {
-		claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+		}
 	}
 	if diff := cmp.Diff([]string{"data", "bert-output"}, claims); diff != "" {
 		t.Errorf("claims (-want +got):\n%s", diff)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -476,4 +477,25 @@ func labelThroughTheWebhooks(t *testing.T, j client.Object) {
 		fresh.Labels = map[string]string{"team": "vision"}
 		return env.Client.Update(context.Background(), fresh)
 	})
+}
+
+// Every sample under config/samples (what `make run` applies) passes the CRDs' rules and kiln's
+// webhooks, so that a sample added for a feature is known to be a valid manifest.
+func TestSamplesAreAccepted(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	root := filepath.Join(testenv.RepoRoot(), "config", "samples")
+	objs, err := devcluster.ReadObjects(root, filepath.Join(root, "serving"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) < 10 {
+		t.Fatalf("read %d samples from %s, want every one", len(objs), root)
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		if err := env.Client.Create(context.Background(), o, client.DryRunAll); err != nil {
+			t.Errorf("sample %s %s is refused: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
 }

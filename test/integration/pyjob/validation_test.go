@@ -48,6 +48,10 @@ func TestBadPyJobsAreRejectedNamingTheField(t *testing.T) {
 			s.Output = &trainingv1alpha1.OutputStorage{Size: q("-1Gi")}
 		}, "spec.output.size must be a positive quantity"},
 		{"zero memory", func(s *trainingv1alpha1.PyJobSpec) { s.Resources.Memory = q("0") }, "spec.resources.memory must be positive"},
+		{"negative shm", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("-1Gi") }, "spec.shmSize must be 0 or more"},
+		{"shm above the memory", func(s *trainingv1alpha1.PyJobSpec) {
+			s.Resources.Memory, s.ShmSize = q("8Gi"), q("16Gi")
+		}, "spec.shmSize is memory of the worker: make it at most spec.resources.memory"},
 		{"dataset without a path", func(s *trainingv1alpha1.PyJobSpec) {
 			s.DatasetPath = ""
 			s.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: "data"}
@@ -78,6 +82,7 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 		"spec.command":     func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
 		"spec.datasetPath": func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "/data2" },
 		"spec.outputPath":  func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "" },
+		"spec.shmSize":     func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("2Gi") },
 	} {
 		changed := j.DeepCopy()
 		edit(&changed.Spec)
