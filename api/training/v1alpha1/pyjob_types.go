@@ -19,6 +19,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.datasetPath) == has(oldSelf.datasetPath) && (!has(self.datasetPath) || self.datasetPath == oldSelf.datasetPath) && has(self.outputPath) == has(oldSelf.outputPath) && (!has(self.outputPath) || self.outputPath == oldSelf.outputPath)",message="spec.datasetPath and spec.outputPath are immutable: create a new PyJob to change them"
 // +kubebuilder:validation:XValidation:rule="has(self.shmSize) == has(oldSelf.shmSize)",message="spec.shmSize is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="!has(self.shmSize) || !has(self.resources) || !has(self.resources.memory) || !quantity(self.shmSize).isGreaterThan(quantity(self.resources.memory))",message="spec.shmSize is memory of the worker: make it at most spec.resources.memory"
+// +kubebuilder:validation:XValidation:rule="!has(self.output) || !has(self.output.accessMode) || self.output.accessMode == 'ReadWriteMany' || (has(self.workers) ? self.workers : 1) <= 1",message="spec.output.accessMode: workers on different nodes cannot all mount a single-node claim; use ReadWriteMany (the default when workers > 1), or workers: 1"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
 	// +kubebuilder:validation:MinLength=1
@@ -156,6 +157,8 @@ const (
 // OutputStorage is where results go: an existing claim, or a size for kiln to create one.
 // +kubebuilder:validation:XValidation:rule="has(self.claimName) != has(self.size)",message="spec.output: set exactly one of claimName (an existing claim) or size (kiln creates the claim)"
 // +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(self.size).isGreaterThan(quantity('0'))",message="spec.output.size must be a positive quantity such as 100Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.accessMode) || has(self.size)",message="spec.output.accessMode is for the claim kiln creates (spec.output.size): an existing claim keeps its own access modes"
+// +kubebuilder:validation:XValidation:rule="has(self.accessMode) == has(oldSelf.accessMode) && (!has(self.accessMode) || self.accessMode == oldSelf.accessMode)",message="spec.output.accessMode is immutable: create a new PyJob to change it"
 type OutputStorage struct {
 	// ClaimName is an existing PersistentVolumeClaim.
 	// +optional
@@ -166,6 +169,12 @@ type OutputStorage struct {
 	// StorageClassName of the claim kiln creates; unset: the cluster's default class.
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
+	// AccessMode of the claim kiln creates: ReadWriteMany (the default when workers > 1: every
+	// worker mounts it, on whatever node), ReadWriteOnce (the default for one worker) or
+	// ReadWriteOncePod. The storage class must support it.
+	// +kubebuilder:validation:Enum=ReadWriteOnce;ReadWriteMany;ReadWriteOncePod
+	// +optional
+	AccessMode corev1.PersistentVolumeAccessMode `json:"accessMode,omitempty"`
 	// ReclaimPolicy of the claim kiln creates: Retain (default) keeps it after the PyJob is
 	// deleted, Delete deletes it with the PyJob.
 	// +kubebuilder:default=Retain

@@ -86,11 +86,23 @@ func desiredClaim(job *trainingv1alpha1.PyJob) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: objectMeta(job, OutputClaimName(job), out.ReclaimPolicy == trainingv1alpha1.OutputDelete),
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{outputAccessMode(job)},
 			StorageClassName: out.StorageClassName,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *out.Size}},
 		},
 	}
+}
+
+// outputAccessMode is spec.output.accessMode, by default ReadWriteMany when several workers
+// (on several nodes) mount the claim.
+func outputAccessMode(job *trainingv1alpha1.PyJob) corev1.PersistentVolumeAccessMode {
+	switch {
+	case job.Spec.Output.AccessMode != "":
+		return job.Spec.Output.AccessMode
+	case job.Spec.Workers > 1:
+		return corev1.ReadWriteMany
+	}
+	return corev1.ReadWriteOnce
 }
 
 // desiredJob is the batch Job that runs the workers.

@@ -67,6 +67,26 @@ func TestSharedMemory(t *testing.T) {
 	}
 }
 
+// The claim kiln creates is ReadWriteMany when several workers (on several nodes) mount it.
+func TestOutputClaimAccessMode(t *testing.T) {
+	for _, c := range []struct {
+		workers int32
+		mode    corev1.PersistentVolumeAccessMode
+		want    corev1.PersistentVolumeAccessMode
+	}{
+		{1, "", corev1.ReadWriteOnce},
+		{4, "", corev1.ReadWriteMany},
+		{1, corev1.ReadWriteOncePod, corev1.ReadWriteOncePod},
+		{4, corev1.ReadWriteMany, corev1.ReadWriteMany},
+	} {
+		job := pyJob(c.workers, 0)
+		job.Spec.Output.AccessMode = c.mode
+		if got := desiredClaim(job).Spec.AccessModes; len(got) != 1 || got[0] != c.want {
+			t.Errorf("%d workers, accessMode %q: claim modes %v, want %s", c.workers, c.mode, got, c.want)
+		}
+	}
+}
+
 func TestDesiredJob(t *testing.T) {
 	j := desiredJob(pyJob(4, 2))
 	if *j.Spec.Completions != 4 || *j.Spec.Parallelism != 4 || *j.Spec.CompletionMode != batchv1.IndexedCompletion || j.Spec.Template.Spec.Subdomain != "bert" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,6 +49,12 @@ func TestBadPyJobsAreRejectedNamingTheField(t *testing.T) {
 			s.Output = &trainingv1alpha1.OutputStorage{Size: q("-1Gi")}
 		}, "spec.output.size must be a positive quantity"},
 		{"zero memory", func(s *trainingv1alpha1.PyJobSpec) { s.Resources.Memory = q("0") }, "spec.resources.memory must be positive"},
+		{"single-node output claim for several workers", func(s *trainingv1alpha1.PyJobSpec) {
+			s.Workers, s.Output = 2, &trainingv1alpha1.OutputStorage{Size: q("1Gi"), AccessMode: corev1.ReadWriteOnce}
+		}, "spec.output.accessMode: workers on different nodes cannot all mount a single-node claim"},
+		{"access mode of an existing claim", func(s *trainingv1alpha1.PyJobSpec) {
+			s.Output = &trainingv1alpha1.OutputStorage{ClaimName: "results", AccessMode: corev1.ReadWriteMany}
+		}, "spec.output.accessMode is for the claim kiln creates"},
 		{"negative shm", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("-1Gi") }, "spec.shmSize must be 0 or more"},
 		{"shm above the memory", func(s *trainingv1alpha1.PyJobSpec) {
 			s.Resources.Memory, s.ShmSize = q("8Gi"), q("16Gi")
