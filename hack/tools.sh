@@ -45,7 +45,7 @@ kueue_version=$(required kueue sigs.k8s.io/kueue)
 declare -A cold=(
 	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
-	[scheduler-plugins]=300 [kueue]=330
+	[scheduler-plugins]=230 [kueue]=250
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
