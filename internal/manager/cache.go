@@ -93,13 +93,19 @@ func keepLabels(l map[string]string) map[string]string {
 	return replicaLabels.get(rtype, l[kubeflowv1.LabelReplicaIndex])
 }
 
-// replicaLabels are the label maps shared by cached children; as many as replica types times
-// indexes ever seen.
-var replicaLabels = sharedLabels{sets: map[[2]string]map[string]string{}}
+// replicaLabels are the label maps shared by cached children: one per replica type and index
+// seen, up to sharedLabelsLimit; children past that get maps of their own.
+var replicaLabels = sharedLabels{sets: map[[2]string]map[string]string{}, limit: sharedLabelsLimit}
+
+// sharedLabelsLimit bounds the shared maps (about 200 bytes each): a few replica types times the
+// indexes of the largest jobs, with room to spare. Without it, every index ever seen (a job of a
+// million workers, replica types of every spelling) would stay in memory for good.
+const sharedLabelsLimit = 16384
 
 type sharedLabels struct {
-	mu   sync.Mutex
-	sets map[[2]string]map[string]string
+	mu    sync.Mutex
+	sets  map[[2]string]map[string]string
+	limit int
 }
 
 func (s *sharedLabels) get(rtype, index string) map[string]string {
@@ -109,7 +115,9 @@ func (s *sharedLabels) get(rtype, index string) map[string]string {
 	l, ok := s.sets[key]
 	if !ok {
 		l = map[string]string{kubeflowv1.LabelReplicaType: rtype, kubeflowv1.LabelReplicaIndex: index}
-		s.sets[key] = l
+		if len(s.sets) < s.limit {
+			s.sets[key] = l
+		}
 	}
 	return l
 }

@@ -3,6 +3,7 @@ package manager
 import (
 	"maps"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,5 +73,24 @@ func TestCachedPodsKeepOnlyTheAnnotationsKilnReads(t *testing.T) {
 	want := map[string]string{replicajob.AnnotationRestarts: "3", "batch.kubernetes.io/job-completion-index": "1"}
 	if got := obj.(*corev1.Pod).Annotations; !maps.Equal(got, want) {
 		t.Errorf("annotations %v, want %v", got, want)
+	}
+}
+
+// The shared label maps stop growing at their limit; children past it still get the right labels.
+func TestSharedLabelsAreBounded(t *testing.T) {
+	s := sharedLabels{sets: map[[2]string]map[string]string{}, limit: 3}
+	for i := range 10 {
+		l := s.get("Worker", strconv.Itoa(i))
+		if l[kubeflowv1.LabelReplicaType] != "Worker" || l[kubeflowv1.LabelReplicaIndex] != strconv.Itoa(i) {
+			t.Errorf("labels of worker %d: %v", i, l)
+		}
+	}
+	if len(s.sets) != 3 {
+		t.Errorf("%d shared maps after 10 indexes, want the limit of 3", len(s.sets))
+	}
+	a, b := s.get("Worker", "1"), s.get("Worker", "1")
+	a["probe"] = "x"
+	if b["probe"] != "x" {
+		t.Error("an index under the limit does not share its map")
 	}
 }
