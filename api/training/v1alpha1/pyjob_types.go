@@ -20,6 +20,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.shmSize) == has(oldSelf.shmSize)",message="spec.shmSize is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="!has(self.shmSize) || !has(self.resources) || !has(self.resources.memory) || !quantity(self.shmSize).isGreaterThan(quantity(self.resources.memory))",message="spec.shmSize is memory of the worker: make it at most spec.resources.memory"
 // +kubebuilder:validation:XValidation:rule="!has(self.output) || !has(self.output.accessMode) || self.output.accessMode == 'ReadWriteMany' || (has(self.workers) ? self.workers : 1) <= 1",message="spec.output.accessMode: workers on different nodes cannot all mount a single-node claim; use ReadWriteMany (the default when workers > 1), or workers: 1"
+// +kubebuilder:validation:XValidation:rule="has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)",message="spec.affinity is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.securityContext) == has(oldSelf.securityContext) && (!has(self.securityContext) || self.securityContext == oldSelf.securityContext)",message="spec.securityContext is immutable: create a new PyJob to change it"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
 	// +kubebuilder:validation:MinLength=1
@@ -38,10 +40,19 @@ type PyJobSpec struct {
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
-	// GPU is the number of nvidia.com/gpu each worker gets (its limit).
+	// GPU is the number of GPUs (of gpuResource) each worker gets (its limit).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	GPU int32 `json:"gpu,omitempty"`
+
+	// GPUResource is the extended resource a GPU is: nvidia.com/gpu (default), amd.com/gpu,
+	// gpu.intel.com/i915, a MIG profile such as nvidia.com/mig-1g.5gb. Workers asking for GPUs
+	// tolerate its NoSchedule taint, as Kubernetes' ExtendedResourceToleration admission does.
+	// +kubebuilder:default="nvidia.com/gpu"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')",message="spec.gpuResource must be an extended resource name with a domain, e.g. nvidia.com/gpu or amd.com/gpu"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.gpuResource is immutable: create a new PyJob to change it"
+	// +optional
+	GPUResource corev1.ResourceName `json:"gpuResource,omitempty"`
 
 	// DatasetPath is where the training reads its data (DATASET_PATH); spec.dataset mounts a
 	// volume there.
@@ -103,12 +114,17 @@ type PyJobSpec struct {
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
 
-	// NodeSelector, Tolerations, PriorityClassName, ServiceAccountName and ImagePullSecrets go to
-	// the pods as they are.
+	// NodeSelector, Tolerations, Affinity, PriorityClassName, ServiceAccountName,
+	// ImagePullSecrets and SecurityContext go to the pods as they are (tolerations plus the GPU
+	// resource's, when workers ask for GPUs).
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// +optional

@@ -1,6 +1,7 @@
 package pyjob
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,40 @@ func TestOutputClaimAccessMode(t *testing.T) {
 		if got := desiredClaim(job).Spec.AccessModes; len(got) != 1 || got[0] != c.want {
 			t.Errorf("%d workers, accessMode %q: claim modes %v, want %s", c.workers, c.mode, got, c.want)
 		}
+	}
+}
+
+// GPUs of another vendor or a MIG profile: the limit is that resource, and workers tolerate the
+// NoSchedule taint GPU nodes carry under its name (unless they tolerate it already).
+func TestGPUResourceAndPlacement(t *testing.T) {
+	job := pyJob(1, 2)
+	job.Spec.GPUResource = "amd.com/gpu"
+	job.Spec.Tolerations = []corev1.Toleration{{Key: "team", Operator: corev1.TolerationOpEqual, Value: "vision", Effect: corev1.TaintEffectNoSchedule}}
+	job.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"mi300x"}}}}}}}}
+	job.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), FSGroup: ptr.To[int64](1000)}
+	pod := desiredJob(job).Spec.Template.Spec
+	if got := pod.Containers[0].Resources.Limits["amd.com/gpu"]; got.Value() != 2 || len(pod.Containers[0].Resources.Limits) != 1 {
+		t.Errorf("limits %v: want 2 amd.com/gpu only", pod.Containers[0].Resources.Limits)
+	}
+	want := append(slices.Clone(job.Spec.Tolerations), corev1.Toleration{Key: "amd.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	if diff := cmp.Diff(want, pod.Tolerations); diff != "" {
+		t.Errorf("tolerations (-want +got):\n%s", diff)
+	}
+	if pod.Affinity != job.Spec.Affinity || pod.SecurityContext != job.Spec.SecurityContext {
+		t.Errorf("affinity %v and security context %v: want the PyJob's", pod.Affinity, pod.SecurityContext)
+	}
+
+	job.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} // tolerates every taint
+	if got := desiredJob(job).Spec.Template.Spec.Tolerations; len(got) != 1 {
+		t.Errorf("tolerations %v: the PyJob's tolerates the GPU taint already, want it alone", got)
+	}
+	cpu := pyJob(1, 0)
+	if got := desiredJob(cpu).Spec.Template.Spec.Tolerations; len(got) != 0 {
+		t.Errorf("a CPU run tolerates %v, want nothing", got)
+	}
+	if got := desiredJob(pyJob(1, 1)).Spec.Template.Spec.Containers[0].Resources.Limits; got.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 1 {
+		t.Errorf("default GPU limits %v: want 1 nvidia.com/gpu", got)
 	}
 }
 

@@ -55,6 +55,7 @@ func TestBadPyJobsAreRejectedNamingTheField(t *testing.T) {
 		{"access mode of an existing claim", func(s *trainingv1alpha1.PyJobSpec) {
 			s.Output = &trainingv1alpha1.OutputStorage{ClaimName: "results", AccessMode: corev1.ReadWriteMany}
 		}, "spec.output.accessMode is for the claim kiln creates"},
+		{"GPU resource without a domain", func(s *trainingv1alpha1.PyJobSpec) { s.GPUResource = "gpu" }, "spec.gpuResource must be an extended resource name with a domain"},
 		{"negative shm", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("-1Gi") }, "spec.shmSize must be 0 or more"},
 		{"shm above the memory", func(s *trainingv1alpha1.PyJobSpec) {
 			s.Resources.Memory, s.ShmSize = q("8Gi"), q("16Gi")
@@ -90,6 +91,13 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 		"spec.datasetPath": func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "/data2" },
 		"spec.outputPath":  func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "" },
 		"spec.shmSize":     func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("2Gi") },
+		"spec.gpuResource": func(s *trainingv1alpha1.PyJobSpec) { s.GPUResource = "amd.com/gpu" },
+		"spec.affinity": func(s *trainingv1alpha1.PyJobSpec) {
+			s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
+		},
+		"spec.securityContext": func(s *trainingv1alpha1.PyJobSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &[]bool{true}[0]}
+		},
 	} {
 		changed := j.DeepCopy()
 		edit(&changed.Spec)
