@@ -123,8 +123,8 @@ func (s *sharedLabels) get(rtype, index string) map[string]string {
 }
 
 // cacheOptions keep the informers small: pods and services only when they carry the
-// operator-name label of an enabled kind (DECISIONS #12), batch Jobs and claims only when they
-// carry a PyJob's name, no managedFields on anything, and pods and services without the specs
+// operator-name label of an enabled kind (DECISIONS #12), batch Jobs, claims and ConfigMaps only
+// when they carry a PyJob's name, no managedFields on anything, and pods and services without the specs
 // kiln never reads.
 func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
 	names := make([]string, 0, len(frameworks)+1)
@@ -154,7 +154,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus},
 			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta},
-			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob,
+			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob,
 			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),

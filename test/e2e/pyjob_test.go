@@ -209,3 +209,35 @@ func TestPyJobAskingForTooManyGPUsSaysWhy(t *testing.T) {
 		return nil
 	})
 }
+
+// A script and another vendor's GPUs: the inline script runs from its ConfigMap on a node whose
+// amd.com/gpu is behind a NoSchedule taint, which the workers tolerate without being told.
+func TestPyJobScriptRunsOnATaintedAMDNode(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), "amd.com/gpu": resource.MustParse("4")}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-mi300", Labels: map[string]string{"type": "kwok", "e2e-amd": ns}, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "amd.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
+		Status:     corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	if err := cluster.Client.Create(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), node) })
+	j := newPyJob(t, ns, "hello", "2s", "0", func(s *trainingv1alpha1.PyJobSpec) {
+		s.Command, s.Script = nil, "import torch\nprint(torch.cuda.device_count())\n"
+		s.GPU, s.GPUResource = 2, "amd.com/gpu"
+		s.NodeSelector = map[string]string{"e2e-amd": ns}
+	})
+	waitPhase(t, j, trainingv1alpha1.PyJobSucceeded)
+	pods := cluster.Pods(t, ns, map[string]string{"training.kiln.dev/pyjob-name": "hello"})
+	if len(pods) != 1 || pods[0].Spec.NodeName != node.Name {
+		t.Fatalf("pods %v: want one, on %s", len(pods), node.Name)
+	}
+	var cm corev1.ConfigMap
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "hello-script"}, &cm); err != nil {
+		t.Fatalf("the script's ConfigMap: %v", err)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// PyJobSpec describes one training run. Everything but suspend, ttlSecondsAfterFinished and
-// activeDeadlineSeconds is fixed once the PyJob exists: create a new PyJob to change it.
+// PyJobSpec describes one training run. Everything but suspend, backoffLimit,
+// activeDeadlineSeconds and ttlSecondsAfterFinished is fixed once the PyJob exists (the CRD
+// refuses a change, naming the field): create a new PyJob to change it. Those four apply to
+// the running batch Job.
 // +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || self.outputPath.startsWith('/')",message="spec.outputPath must be an absolute path such as /mnt/output"
 // +kubebuilder:validation:XValidation:rule="!has(self.datasetPath) || self.datasetPath.startsWith('/')",message="spec.datasetPath must be an absolute path such as /mnt/dataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.dataset) || has(self.datasetPath)",message="spec.dataset needs spec.datasetPath, the path to mount it at"
@@ -22,15 +24,34 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.output) || !has(self.output.accessMode) || self.output.accessMode == 'ReadWriteMany' || (has(self.workers) ? self.workers : 1) <= 1",message="spec.output.accessMode: workers on different nodes cannot all mount a single-node claim; use ReadWriteMany (the default when workers > 1), or workers: 1"
 // +kubebuilder:validation:XValidation:rule="has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)",message="spec.affinity is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.securityContext) == has(oldSelf.securityContext) && (!has(self.securityContext) || self.securityContext == oldSelf.securityContext)",message="spec.securityContext is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.script) == has(oldSelf.script) && (!has(self.script) || self.script == oldSelf.script)",message="spec.script is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="spec.env is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",message="spec.resources is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || self.dataset == oldSelf.dataset)",message="spec.dataset is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)",message="spec.output is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.nodeSelector) == has(oldSelf.nodeSelector) && (!has(self.nodeSelector) || self.nodeSelector == oldSelf.nodeSelector)",message="spec.nodeSelector is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.tolerations) == has(oldSelf.tolerations) && (!has(self.tolerations) || self.tolerations == oldSelf.tolerations)",message="spec.tolerations is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",message="spec.priorityClassName is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.serviceAccountName) == has(oldSelf.serviceAccountName) && (!has(self.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName)",message="spec.serviceAccountName is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.imagePullSecrets) == has(oldSelf.imagePullSecrets) && (!has(self.imagePullSecrets) || self.imagePullSecrets == oldSelf.imagePullSecrets)",message="spec.imagePullSecrets is immutable: create a new PyJob to change it"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.image is immutable: create a new PyJob to change it"
 	Image string `json:"image"`
 
-	// Command is the entrypoint, e.g. ["python", "train.py"] or ["torchrun", "train.py"].
+	// Command is the entrypoint, e.g. ["python", "train.py"] or ["torchrun", "train.py"]. Unset
+	// with a script: python runs the script (torchrun when workers > 1 or gpu > 1); unset
+	// without one: the image's entrypoint.
 	// +optional
 	Command []string `json:"command,omitempty"`
+
+	// Script is Python source to run without building an image: kiln stores it in a ConfigMap
+	// "<name>-script" the PyJob owns and mounts it read-only as /opt/kiln/script/main.py
+	// (SCRIPT_PATH). At most 900 KiB.
+	// +kubebuilder:validation:MaxLength=921600
+	// +optional
+	Script string `json:"script,omitempty"`
 
 	// Args are appended to the command.
 	// +optional

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
@@ -34,6 +35,7 @@ const (
 	outputVolume              = "output"
 	datasetVolume             = "dataset"
 	shmVolume                 = "dshm"
+	scriptVolume              = "script"
 )
 
 // OutputClaimName is the claim mounted at outputPath: the user's, or the one kiln creates.
@@ -63,6 +65,37 @@ func objectMeta(job *trainingv1alpha1.PyJob, name string, owned bool) metav1.Obj
 		m.OwnerReferences = []metav1.OwnerReference{ownerRef(job)}
 	}
 	return m
+}
+
+// Where a PyJob's spec.script is mounted, and the ConfigMap key that holds it.
+const (
+	ScriptDir  = "/opt/kiln/script"
+	ScriptFile = "main.py"
+)
+
+// ScriptName is the ConfigMap holding a PyJob's spec.script.
+func ScriptName(job *trainingv1alpha1.PyJob) string { return job.Name + "-script" }
+
+// desiredScript is the immutable ConfigMap holding spec.script, owned by the PyJob.
+func desiredScript(job *trainingv1alpha1.PyJob) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: objectMeta(job, ScriptName(job), true),
+		Immutable:  ptr.To(true),
+		Data:       map[string]string{ScriptFile: job.Spec.Script},
+	}
+}
+
+// command is spec.command; with none, a script runs through python, or torchrun (which reads
+// the PET_* variables kiln sets) when the run has several workers or GPUs.
+func command(job *trainingv1alpha1.PyJob) []string {
+	s := job.Spec
+	if len(s.Command) > 0 || s.Script == "" {
+		return s.Command
+	}
+	if distributed(job) || s.GPU > 1 {
+		return []string{"torchrun", ScriptDir + "/" + ScriptFile}
+	}
+	return []string{"python", ScriptDir + "/" + ScriptFile}
 }
 
 // distributed says whether the run has several workers.
@@ -175,7 +208,7 @@ func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
 		limits[GPUResource(job)] = *resource.NewQuantity(int64(s.GPU), resource.DecimalSI)
 	}
 	c := corev1.Container{
-		Name: ContainerName, Image: s.Image, Command: s.Command, Args: s.Args,
+		Name: ContainerName, Image: s.Image, Command: command(job), Args: s.Args,
 		Env:       append(Env(job), s.Env...),
 		Resources: corev1.ResourceRequirements{Requests: res, Limits: limits},
 	}
@@ -188,6 +221,9 @@ func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
 	}
 	if size := ShmSize(job); size.Sign() > 0 {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm"})
+	}
+	if s.Script != "" {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: scriptVolume, MountPath: ScriptDir, ReadOnly: true})
 	}
 	return c
 }
@@ -255,6 +291,10 @@ func volumes(job *trainingv1alpha1.PyJob) []corev1.Volume {
 		vs = append(vs, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}})
 	}
+	if s.Script != "" {
+		vs = append(vs, corev1.Volume{Name: scriptVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ScriptName(job)}, DefaultMode: ptr.To[int32](0o444)}}})
+	}
 	return vs
 }
 
@@ -268,6 +308,9 @@ func Env(job *trainingv1alpha1.PyJob) []corev1.EnvVar {
 	}
 	if s.OutputPath != "" {
 		env = append(env, corev1.EnvVar{Name: "OUTPUT_PATH", Value: s.OutputPath})
+	}
+	if s.Script != "" {
+		env = append(env, corev1.EnvVar{Name: "SCRIPT_PATH", Value: ScriptDir + "/" + ScriptFile})
 	}
 	nproc := strconv.Itoa(int(max(1, s.GPU)))
 	workers := strconv.Itoa(int(s.Workers))

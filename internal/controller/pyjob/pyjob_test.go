@@ -122,6 +122,45 @@ func TestGPUResourceAndPlacement(t *testing.T) {
 	}
 }
 
+// spec.script runs without an image build: a ConfigMap the PyJob owns, mounted read-only, run
+// with python, or torchrun when several workers or GPUs share the run; a command still wins.
+func TestInlineScript(t *testing.T) {
+	job := pyJob(1, 1)
+	job.Spec.Command, job.Spec.Script = nil, "print('hello')\n"
+	cm := desiredScript(job)
+	if cm.Name != "bert-script" || cm.Data[ScriptFile] != job.Spec.Script || !ptr.Deref(cm.Immutable, false) || !metav1.IsControlledBy(cm, job) {
+		t.Errorf("ConfigMap %s (immutable %v, owners %v): want bert-script holding the script, immutable, owned", cm.Name, cm.Immutable, cm.OwnerReferences)
+	}
+	c := desiredJob(job).Spec.Template.Spec.Containers[0]
+	if diff := cmp.Diff([]string{"python", "/opt/kiln/script/main.py"}, c.Command); diff != "" {
+		t.Errorf("one worker, one GPU (-want +got):\n%s", diff)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == scriptVolume && m.MountPath == ScriptDir && m.ReadOnly)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if !mounted || env["SCRIPT_PATH"] != "/opt/kiln/script/main.py" {
+		t.Errorf("mounts %+v, SCRIPT_PATH %q: want the script read-only at %s", c.VolumeMounts, env["SCRIPT_PATH"], ScriptDir)
+	}
+	for _, j := range []*trainingv1alpha1.PyJob{pyJob(2, 1), pyJob(1, 4)} {
+		j.Spec.Command, j.Spec.Script = nil, "x"
+		if got := desiredJob(j).Spec.Template.Spec.Containers[0].Command; got[0] != "torchrun" {
+			t.Errorf("%d workers of %d GPUs run %v, want torchrun", j.Spec.Workers, j.Spec.GPU, got)
+		}
+	}
+	job.Spec.Command = []string{"python", "-u", "/opt/kiln/script/main.py", "--lr", "3e-4"}
+	if got := desiredJob(job).Spec.Template.Spec.Containers[0].Command; len(got) != 5 {
+		t.Errorf("a given command was replaced: %v", got)
+	}
+	if got := desiredJob(pyJob(1, 0)).Spec.Template.Spec.Containers[0].VolumeMounts; len(got) != 3 {
+		t.Errorf("without a script the mounts are %+v: want dataset, output and /dev/shm", got)
+	}
+}
+
 func TestDesiredJob(t *testing.T) {
 	j := desiredJob(pyJob(4, 2))
 	if *j.Spec.Completions != 4 || *j.Spec.Parallelism != 4 || *j.Spec.CompletionMode != batchv1.IndexedCompletion || j.Spec.Template.Spec.Subdomain != "bert" {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -29,6 +30,7 @@ import (
 // +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
 
 // Reconciler reconciles PyJobs.
 type Reconciler struct {
@@ -50,7 +52,7 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 	return r
 }
 
-// SetupWithManager watches PyJobs, the Jobs, services and claims they own, and their pods (for
+// SetupWithManager watches PyJobs, the Jobs, services, claims and script ConfigMaps they own, and their pods (for
 // the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -65,6 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, byLabel)
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {
 		// The gang's group: its state is why the workers wait.
@@ -73,7 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
 }
 
-// Reconcile creates what the PyJob needs, keeps the Job's suspend in line, writes the status and
+// Reconcile creates what the PyJob needs, keeps the Job's changeable fields in line, writes the status and
 // deletes the PyJob once its TTL after finishing ran out.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile PyJob", tracing.Object("PyJob", req.Namespace, req.Name)...)
@@ -91,7 +94,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return r.finish(ctx, &job)
 	}
 	var problem string
-	if job.Spec.Output != nil && job.Spec.Output.Size != nil {
+	if job.Spec.Script != "" {
+		if p, err := r.ensure(ctx, &job, desiredScript(&job), &corev1.ConfigMap{}); err != nil {
+			return reconcile.Result{}, err
+		} else if p != "" {
+			problem = p
+		}
+	}
+	if job.Spec.Output != nil && job.Spec.Output.Size != nil && problem == "" {
 		if p, err := r.ensure(ctx, &job, desiredClaim(&job), &corev1.PersistentVolumeClaim{}); err != nil || p != "" {
 			problem = p
 			if err != nil {
@@ -124,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		problem = p
 		if p == "" {
 			bj = existing
-			if err := r.syncSuspend(ctx, &job, bj); err != nil {
+			if err := r.syncJob(ctx, &job, bj); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -234,19 +244,31 @@ func conflict(obj client.Object) string {
 	return fmt.Sprintf("%s %s already exists and does not belong to this PyJob: delete or rename it", kind, obj.GetName())
 }
 
-// syncSuspend carries spec.suspend to the Job (the only field of it that changes). A Job in a
+// syncJob carries the fields of the spec that may change to the batch Job: suspend,
+// backoffLimit and activeDeadlineSeconds (the CRD refuses changes to the rest). A Job in a
 // Kueue queue is suspended by the PyJob's suspend but never resumed by kiln: Kueue resumes it
 // when it admits it.
-func (r *Reconciler) syncSuspend(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) error {
+func (r *Reconciler) syncJob(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) error {
+	base := bj.DeepCopy()
 	want := job.Spec.Suspend != nil && *job.Spec.Suspend
 	got := bj.Spec.Suspend != nil && *bj.Spec.Suspend
-	if got == want || (got && queued(bj)) {
+	if got != want && !(got && queued(bj)) {
+		bj.Spec.Suspend = &want
+	}
+	if backoff := ptr.Deref(job.Spec.BackoffLimit, defaultBackoffLimit); ptr.Deref(bj.Spec.BackoffLimit, defaultBackoffLimit) != backoff {
+		bj.Spec.BackoffLimit = &backoff
+	}
+	if !equality.Semantic.DeepEqual(bj.Spec.ActiveDeadlineSeconds, job.Spec.ActiveDeadlineSeconds) {
+		bj.Spec.ActiveDeadlineSeconds = job.Spec.ActiveDeadlineSeconds
+	}
+	if equality.Semantic.DeepEqual(base.Spec, bj.Spec) {
 		return nil
 	}
-	base := bj.DeepCopy()
-	bj.Spec.Suspend = &want
 	return r.client.Patch(ctx, bj, client.MergeFrom(base))
 }
+
+// defaultBackoffLimit is a batch Job's backoffLimit when none is given.
+const defaultBackoffLimit int32 = 6
 
 // expire deletes a finished PyJob whose ttlSecondsAfterFinished ran out, or says when it will.
 func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (reconcile.Result, error) {

@@ -56,6 +56,7 @@ func TestBadPyJobsAreRejectedNamingTheField(t *testing.T) {
 			s.Output = &trainingv1alpha1.OutputStorage{ClaimName: "results", AccessMode: corev1.ReadWriteMany}
 		}, "spec.output.accessMode is for the claim kiln creates"},
 		{"GPU resource without a domain", func(s *trainingv1alpha1.PyJobSpec) { s.GPUResource = "gpu" }, "spec.gpuResource must be an extended resource name with a domain"},
+		{"script over 900 KiB", func(s *trainingv1alpha1.PyJobSpec) { s.Script = strings.Repeat("#", 921601) }, "spec.script"},
 		{"negative shm", func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("-1Gi") }, "spec.shmSize must be 0 or more"},
 		{"shm above the memory", func(s *trainingv1alpha1.PyJobSpec) {
 			s.Resources.Memory, s.ShmSize = q("8Gi"), q("16Gi")
@@ -84,14 +85,27 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for field, edit := range map[string]func(*trainingv1alpha1.PyJobSpec){
-		"spec.image":       func(s *trainingv1alpha1.PyJobSpec) { s.Image = "other:1" },
-		"spec.gpu":         func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 2 },
-		"spec.workers":     func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 3 },
-		"spec.command":     func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
-		"spec.datasetPath": func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "/data2" },
-		"spec.outputPath":  func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "" },
-		"spec.shmSize":     func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("2Gi") },
-		"spec.gpuResource": func(s *trainingv1alpha1.PyJobSpec) { s.GPUResource = "amd.com/gpu" },
+		"spec.image":        func(s *trainingv1alpha1.PyJobSpec) { s.Image = "other:1" },
+		"spec.gpu":          func(s *trainingv1alpha1.PyJobSpec) { s.GPU = 2 },
+		"spec.workers":      func(s *trainingv1alpha1.PyJobSpec) { s.Workers = 3 },
+		"spec.command":      func(s *trainingv1alpha1.PyJobSpec) { s.Command = []string{"bash"} },
+		"spec.datasetPath":  func(s *trainingv1alpha1.PyJobSpec) { s.DatasetPath = "/data2" },
+		"spec.outputPath":   func(s *trainingv1alpha1.PyJobSpec) { s.OutputPath = "" },
+		"spec.shmSize":      func(s *trainingv1alpha1.PyJobSpec) { s.ShmSize = q("2Gi") },
+		"spec.gpuResource":  func(s *trainingv1alpha1.PyJobSpec) { s.GPUResource = "amd.com/gpu" },
+		"spec.env":          func(s *trainingv1alpha1.PyJobSpec) { s.Env = []corev1.EnvVar{{Name: "LR", Value: "1e-4"}} },
+		"spec.resources":    func(s *trainingv1alpha1.PyJobSpec) { s.Resources.CPU = q("2") },
+		"spec.nodeSelector": func(s *trainingv1alpha1.PyJobSpec) { s.NodeSelector = map[string]string{"pool": "a100"} },
+		"spec.tolerations": func(s *trainingv1alpha1.PyJobSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}}
+		},
+		"spec.priorityClassName":  func(s *trainingv1alpha1.PyJobSpec) { s.PriorityClassName = "high" },
+		"spec.serviceAccountName": func(s *trainingv1alpha1.PyJobSpec) { s.ServiceAccountName = "trainer" },
+		"spec.imagePullSecrets": func(s *trainingv1alpha1.PyJobSpec) {
+			s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+		},
+		"spec.output":  func(s *trainingv1alpha1.PyJobSpec) { s.Output = &trainingv1alpha1.OutputStorage{ClaimName: "results"} },
+		"spec.dataset": func(s *trainingv1alpha1.PyJobSpec) { s.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: "data"} },
 		"spec.affinity": func(s *trainingv1alpha1.PyJobSpec) {
 			s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
 		},
@@ -106,11 +120,13 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 			t.Errorf("changing %s: error = %v, want one saying %s is immutable", field, err, field)
 		}
 	}
-	suspended := j.DeepCopy()
+	changeable := j.DeepCopy()
 	yes := true
-	suspended.Spec.Suspend = &yes
-	if err := env.Client.Update(context.Background(), suspended); err != nil {
-		t.Errorf("suspending must stay possible: %v", err)
+	changeable.Spec.Suspend = &yes
+	changeable.Spec.BackoffLimit, changeable.Spec.ActiveDeadlineSeconds = &[]int32{2}[0], &[]int64{3600}[0]
+	changeable.Spec.TTLSecondsAfterFinished = &[]int32{60}[0]
+	if err := env.Client.Update(context.Background(), changeable); err != nil {
+		t.Errorf("suspend, backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished must stay changeable: %v", err)
 	}
 }
 

@@ -278,3 +278,70 @@ func TestAFailedPyJobIsDeletedByItsTTL(t *testing.T) {
 		return fmt.Errorf("the failed PyJob still exists %s after it failed (ttl 3s): %v", time.Since(first.Time).Round(time.Second), err)
 	})
 }
+
+// A PyJob with a script and no command gets the script's ConfigMap, owned and immutable, and a
+// batch Job that runs it: no image build.
+func TestPyJobRunsAnInlineScript(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := simplePyJob("inline", ns)
+	p.Spec.Command, p.Spec.Script = nil, "import torch\nprint(torch.__version__)\n"
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	cm, bj := &corev1.ConfigMap{}, &batchv1.Job{}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "inline-script"}, cm); err != nil {
+			return err
+		}
+		return env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), bj)
+	})
+	if cm.Data["main.py"] != p.Spec.Script || cm.Immutable == nil || !*cm.Immutable || !metav1.IsControlledBy(cm, p) {
+		t.Errorf("ConfigMap %v (immutable %v, owners %v): want the script, immutable, owned by the PyJob", cm.Data, cm.Immutable, cm.OwnerReferences)
+	}
+	c := bj.Spec.Template.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "python /opt/kiln/script/main.py" {
+		t.Errorf("the batch Job runs %q, want python /opt/kiln/script/main.py", c.Command)
+	}
+	fresh := &trainingv1alpha1.PyJob{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Spec.Script = "print('changed')"
+	if err := env.Client.Update(context.Background(), fresh); err == nil || !strings.Contains(err.Error(), "spec.script is immutable") {
+		t.Errorf("changing the script: %v, want spec.script is immutable", err)
+	}
+}
+
+// The fields a batch Job lets change reach the running Job when the PyJob's change.
+func TestPyJobEditsReachTheBatchJob(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := simplePyJob("edited", ns)
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	bj := &batchv1.Job{}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	if *bj.Spec.BackoffLimit != 6 || bj.Spec.ActiveDeadlineSeconds != nil {
+		t.Fatalf("new Job: backoffLimit %d, activeDeadlineSeconds %v; want 6 and none", *bj.Spec.BackoffLimit, bj.Spec.ActiveDeadlineSeconds)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		fresh.Spec.BackoffLimit, fresh.Spec.ActiveDeadlineSeconds = ptr.To[int32](1), ptr.To[int64](600)
+		return env.Client.Update(context.Background(), fresh)
+	})
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), key, bj); err != nil {
+			return err
+		}
+		if *bj.Spec.BackoffLimit != 1 || ptr.Deref(bj.Spec.ActiveDeadlineSeconds, 0) != 600 {
+			return fmt.Errorf("Job backoffLimit %d, activeDeadlineSeconds %v: want 1 and 600", *bj.Spec.BackoffLimit, bj.Spec.ActiveDeadlineSeconds)
+		}
+		return nil
+	})
+}
