@@ -41,7 +41,8 @@ func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
 			gvk: trainingv1alpha1.GroupVersion.WithKind("PyJob"), resource: "pyjobs",
 			new: func() client.Object { return &trainingv1alpha1.PyJob{} },
 			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
-				return validatePyJob(obj.(*trainingv1alpha1.PyJob)), nil
+				job := obj.(*trainingv1alpha1.PyJob)
+				return validatePyJob(job), pyJobWarnings(job)
 			},
 		})
 	}
@@ -86,6 +87,15 @@ func validatePyJob(job *trainingv1alpha1.PyJob) field.ErrorList {
 	errs = append(errs, validateEnv(job.Spec.Env, spec.Child("env"))...)
 	errs = append(errs, metav1validation.ValidateLabels(job.Spec.NodeSelector, spec.Child("nodeSelector"))...)
 	return errs
+}
+
+// pyJobWarnings are legal PyJobs that may not do what their author expects.
+func pyJobWarnings(job *trainingv1alpha1.PyJob) []string {
+	s := job.Spec
+	if s.Output != nil && s.Output.Size != nil && s.Output.ReclaimPolicy == trainingv1alpha1.OutputDelete && s.TTLSecondsAfterFinished != nil {
+		return []string{fmt.Sprintf("spec.output.reclaimPolicy Delete with spec.ttlSecondsAfterFinished: the output claim and its results are deleted %d s after the run finishes; set reclaimPolicy: Retain to keep them", *s.TTLSecondsAfterFinished)}
+	}
+	return nil
 }
 
 // InferenceService names become Deployments and Services named <name>-predictor[-canary].

@@ -184,7 +184,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if own[pyJobKind] {
-		if err := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, engine.Gang).SetupWithManager(mgr, o.Workers); err != nil {
+		if err := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-pyjob"), clock.RealClock{}, engine.Gang).SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
 		}
 	}

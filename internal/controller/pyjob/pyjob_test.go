@@ -242,7 +242,7 @@ func TestStatus(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st := status(pyJob(4, 1), tc.bj, tc.pods, "", "", now)
+			st := status(pyJob(4, 1), observed{job: tc.bj, pods: tc.pods}, now)
 			if st.Phase != tc.phase || !strings.Contains(st.Message, tc.message) {
 				t.Errorf("phase %s message %q, want %s containing %q", st.Phase, st.Message, tc.phase, tc.message)
 			}

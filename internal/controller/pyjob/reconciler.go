@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -19,9 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gang"
+	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -39,13 +42,15 @@ type Reconciler struct {
 	// exists but the cache has not seen it.
 	reader client.Reader
 	clock  clock.PassiveClock
+	// recorder tells of transitions in events.
+	recorder recorder.EventRecorder
 	// gang keeps the groups of distributed PyJobs; nil without gang scheduling.
 	gang *gang.Keeper
 }
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
-func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, g gang.Backend) *Reconciler {
-	r := &Reconciler{client: c, reader: reader, clock: clk}
+func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
+	r := &Reconciler{client: c, reader: reader, recorder: rec, clock: clk}
 	if g != nil {
 		r.gang = &gang.Keeper{Client: c, Backend: g, FieldOwner: "kiln"}
 	}
@@ -101,12 +106,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			problem = p
 		}
 	}
+	var reused *corev1.PersistentVolumeClaim
 	if job.Spec.Output != nil && job.Spec.Output.Size != nil && problem == "" {
-		if p, err := r.ensure(ctx, &job, desiredClaim(&job), &corev1.PersistentVolumeClaim{}); err != nil || p != "" {
-			problem = p
-			if err != nil {
-				return reconcile.Result{}, err
-			}
+		claim := &corev1.PersistentVolumeClaim{}
+		p, err := r.ensure(ctx, &job, desiredClaim(&job), claim)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		problem = p
+		if p == "" && claim.CreationTimestamp.Before(&job.CreationTimestamp) {
+			reused = claim // a Retain claim of an earlier PyJob of this name
 		}
 	}
 	if distributed(&job) && problem == "" {
@@ -139,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 		}
 	}
-	if err := r.writeStatus(ctx, &job, bj, problem, g.Waiting); err != nil {
+	if err := r.writeStatus(ctx, &job, observed{job: bj, problem: problem, waiting: g.Waiting, reusedClaim: reused}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if gangErr != nil {
@@ -167,19 +176,22 @@ func (r *Reconciler) finish(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	case !metav1.IsControlledBy(bj, job):
 		bj = nil
 	}
-	if err := r.writeStatus(ctx, job, bj, "", ""); err != nil {
+	if err := r.writeStatus(ctx, job, observed{job: bj}); err != nil {
 		return reconcile.Result{}, err
 	}
 	return r.expire(ctx, job)
 }
 
-// writeStatus writes the status derived from bj and the PyJob's pods, when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job, problem, waiting string) error {
+// writeStatus writes the status derived from what was observed and the PyJob's pods, when it
+// changed, then tells of its transitions in events and metrics (once: after the write).
+func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJob, o observed) error {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{LabelPyJob: job.Name}); err != nil {
 		return err
 	}
-	st := status(job, bj, pods.Items, problem, waiting, metav1.NewTime(r.clock.Now()))
+	o.pods = pods.Items
+	now := r.clock.Now()
+	st := status(job, o, metav1.NewTime(now))
 	if equality.Semantic.DeepEqual(job.Status, st) {
 		return nil
 	}
@@ -188,7 +200,47 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	if err := r.client.Status().Patch(ctx, job, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 	}
+	r.record(job, base.Status, now)
 	return nil
+}
+
+// Framework is the framework label of the PyJob's metrics (training_operator_jobs_*{framework}).
+const Framework = "pyjob"
+
+// record tells of the transitions from old to the PyJob's status: an event each, and the
+// metrics the kubeflow.org kinds have.
+func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.PyJobStatus, now time.Time) {
+	st := job.Status
+	if c := meta.FindStatusCondition(st.Conditions, ConditionOutputReused); c != nil && meta.FindStatusCondition(old.Conditions, ConditionOutputReused) == nil {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "OutputClaimReused", "Reconcile", "%s", c.Message)
+	}
+	if st.Phase == old.Phase {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if st.Phase == trainingv1alpha1.PyJobFailed {
+		kind = corev1.EventTypeWarning
+	}
+	r.recorder.Eventf(job, nil, kind, "PyJob"+string(st.Phase), "Reconcile", "PyJob %s is %s: %s", job.Name, st.Phase, st.Message)
+	ns := job.Namespace
+	duration := func(outcome string) {
+		if st.StartTime != nil && st.CompletionTime != nil {
+			metrics.Duration.WithLabelValues(Framework, outcome).Observe(metrics.Seconds(st.CompletionTime.Sub(st.StartTime.Time)))
+		}
+	}
+	if old.Phase == "" {
+		metrics.JobsCreated.WithLabelValues(ns, Framework).Inc()
+	}
+	switch st.Phase {
+	case trainingv1alpha1.PyJobRunning:
+		metrics.TimeToRunning.WithLabelValues(Framework).Observe(metrics.Seconds(now.Sub(job.CreationTimestamp.Time)))
+	case trainingv1alpha1.PyJobSucceeded:
+		metrics.JobsSuccessful.WithLabelValues(ns, Framework).Inc()
+		duration("succeeded")
+	case trainingv1alpha1.PyJobFailed:
+		metrics.JobsFailed.WithLabelValues(ns, Framework).Inc()
+		duration("failed")
+	}
 }
 
 // syncGroup keeps the group of a distributed PyJob's workers (see gang.Keeper) until it finished.
@@ -280,5 +332,9 @@ func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	if left > 0 {
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	return reconcile.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	if err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	metrics.JobsDeleted.WithLabelValues(job.Namespace, Framework).Inc()
+	return reconcile.Result{}, nil
 }

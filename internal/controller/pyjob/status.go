@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,13 +15,33 @@ import (
 	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
-// status derives the PyJob's status from its batch Job and pods as seen now; problem, when not
-// empty, is what keeps kiln from running it (a name taken by someone else's object); waiting is
-// why its workers' gang is not placed yet.
-func status(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod, problem, waiting string, now metav1.Time) trainingv1alpha1.PyJobStatus {
+// observed is what a reconcile found of a PyJob's world: its batch Job (nil: none yet) and
+// pods; problem, what keeps kiln from running it (a name taken by someone else's object);
+// waiting, why its workers' gang is not placed yet; reusedClaim, an earlier run's output claim
+// it mounts.
+type observed struct {
+	job              *batchv1.Job
+	pods             []corev1.Pod
+	problem, waiting string
+	reusedClaim      *corev1.PersistentVolumeClaim
+}
+
+// ConditionOutputReused says the PyJob mounts an output claim, with its data, that was created
+// for an earlier PyJob of the same name (reclaimPolicy Retain keeps it).
+const ConditionOutputReused = "OutputReused"
+
+// status derives the PyJob's status from what was observed now.
+func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1alpha1.PyJobStatus {
 	st := *job.Status.DeepCopy()
 	st.ObservedGeneration = job.Generation
 	st.OutputClaimName = OutputClaimName(job)
+	if c := o.reusedClaim; c != nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionOutputReused, Status: metav1.ConditionTrue,
+			Reason: "ClaimOfAnEarlierRun", ObservedGeneration: job.Generation, LastTransitionTime: now, Message: fmt.Sprintf(
+				"output claim %s was created on %s, before this PyJob, and is mounted with its data (a resumed run finds its checkpoints there); delete it before creating the PyJob to start afresh",
+				c.Name, c.CreationTimestamp.UTC().Format(time.RFC3339))})
+	}
+	bj, pods, problem, waiting := o.job, o.pods, o.problem, o.waiting
 	if bj == nil && finished(job) {
 		return st // its verdict stands when its batch Job is gone
 	}

@@ -338,6 +338,32 @@ func TestDefaultsArePersistedAndWarningsShown(t *testing.T) {
 	}
 }
 
+// A PyJob whose output claim goes with it (reclaimPolicy Delete) and that is itself deleted by a
+// TTL is allowed, with a warning that its results go too.
+func TestPyJobDeletingItsResultsIsWarned(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	var seen warnings
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = &seen
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := resource.MustParse("10Gi")
+	p := &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "ephemeral", Namespace: ns}, Spec: trainingv1alpha1.PyJobSpec{
+		Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, OutputPath: "/mnt/output",
+		Output:                  &trainingv1alpha1.OutputStorage{Size: &size, ReclaimPolicy: trainingv1alpha1.OutputDelete},
+		TTLSecondsAfterFinished: ptr.To[int32](600),
+	}}
+	if err := c.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(seen.msgs, "\n"), "the output claim and its results are deleted 600 s after the run finishes") {
+		t.Errorf("no warning that the results go with the TTL; warnings: %q", seen.msgs)
+	}
+}
+
 // TestCertificateIsRecreatedAndReinjected deletes the certificate Secret: kiln creates a new CA
 // and serving certificate, injects the new bundle and serves the new certificate, and admission
 // keeps working.

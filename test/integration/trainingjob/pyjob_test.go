@@ -9,7 +9,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -61,19 +63,32 @@ func TestPyJobCreationIgnoresTheCachesLag(t *testing.T) {
 
 // reconcileErrors is controller-runtime's count of failed reconciles of a controller so far.
 func reconcileErrors(t *testing.T, controller string) float64 {
+	return metricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": controller})
+}
+
+// metricValue is a counter's value, or a histogram's count, of the sample of this process's
+// registry (which kiln's manager serves) whose labels include labels.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+		if f.GetName() != name {
 			continue
 		}
+	samples:
 		for _, m := range f.GetMetric() {
-			if testenv.Label(m, "controller") == controller {
-				return m.GetCounter().GetValue()
+			for k, v := range labels {
+				if testenv.Label(m, k) != v {
+					continue samples
+				}
 			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
@@ -341,6 +356,124 @@ func TestPyJobEditsReachTheBatchJob(t *testing.T) {
 		}
 		if *bj.Spec.BackoffLimit != 1 || ptr.Deref(bj.Spec.ActiveDeadlineSeconds, 0) != 600 {
 			return fmt.Errorf("Job backoffLimit %d, activeDeadlineSeconds %v: want 1 and 600", *bj.Spec.BackoffLimit, bj.Spec.ActiveDeadlineSeconds)
+		}
+		return nil
+	})
+}
+
+// reasons lists the reasons of the events about a PyJob, oldest first.
+func reasons(t *testing.T, p *trainingv1alpha1.PyJob) []string {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := env.Client.List(context.Background(), &events, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.Regarding.Kind == "PyJob" && e.Regarding.Name == p.Name {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// A PyJob's transitions are events and move the metrics the kubeflow.org kinds have, under
+// framework "pyjob".
+func TestPyJobTransitionsAreEventsAndMetrics(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	pyjob := map[string]string{"framework": "pyjob"}
+	counted := map[string]string{"framework": "pyjob", "job_namespace": ns}
+	toRunning := metricValue(t, "kiln_job_time_to_running_seconds", pyjob)
+	succeeded := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"})
+	p := simplePyJob("told", ns)
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	bj := &batchv1.Job{}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	// The batch Job's pod, as its controller and a kubelet would make it.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "told-0", Namespace: ns, Labels: bj.Spec.Template.Labels},
+		Spec: bj.Spec.Template.Spec}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	env.Run(t, pod)
+	waitPyJobPhase(t, key, trainingv1alpha1.PyJobRunning)
+	finishBatchJob(t, key, true)
+	waitPyJobPhase(t, key, trainingv1alpha1.PyJobSucceeded)
+	testenv.Eventually(t, func() error {
+		got := strings.Join(reasons(t, p), ",")
+		for _, want := range []string{"PyJobRunning", "PyJobSucceeded"} {
+			if !strings.Contains(got, want) {
+				return fmt.Errorf("events %s: want %s", got, want)
+			}
+		}
+		return nil
+	})
+	for name, want := range map[string]float64{
+		"training_operator_jobs_created_total":    1,
+		"training_operator_jobs_successful_total": 1,
+		"training_operator_jobs_failed_total":     0,
+	} {
+		if got := metricValue(t, name, counted); got != want {
+			t.Errorf("%s%v = %v, want %v", name, counted, got, want)
+		}
+	}
+	if got := metricValue(t, "kiln_job_time_to_running_seconds", pyjob) - toRunning; got < 1 {
+		t.Errorf("time to running observed %v times more, want at least once", got)
+	}
+	if got := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"}) - succeeded; got < 1 {
+		t.Errorf("duration of succeeded runs observed %v times more, want at least once", got)
+	}
+}
+
+// A PyJob created again under the name of one whose Retain claim is still there mounts that
+// claim with its data, and says so in a condition and an event.
+func TestARecreatedPyJobSaysItReusesTheOutputClaim(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	size := resource.MustParse("1Gi")
+	newJob := func() *trainingv1alpha1.PyJob {
+		p := simplePyJob("again", ns)
+		p.Spec.OutputPath, p.Spec.Output = "/mnt/output", &trainingv1alpha1.OutputStorage{Size: &size, ReclaimPolicy: trainingv1alpha1.OutputRetain}
+		return p
+	}
+	first := newJob()
+	if err := env.Client.Create(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	claim := client.ObjectKey{Namespace: ns, Name: "again-output"}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), claim, &corev1.PersistentVolumeClaim{}) })
+	if c := waitPyJobPhase(t, client.ObjectKeyFromObject(first), trainingv1alpha1.PyJobPending); meta.FindStatusCondition(c.Status.Conditions, "OutputReused") != nil {
+		t.Fatalf("the first PyJob says it reuses the claim it created: %+v", c.Status.Conditions)
+	}
+	if err := env.Client.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(first), &trainingv1alpha1.PyJob{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the first PyJob is not gone yet: %v", err)
+		}
+		return nil
+	})
+	time.Sleep(1100 * time.Millisecond) // creation times have a one-second grain
+	second := newJob()
+	if err := env.Client.Create(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(second), fresh); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(fresh.Status.Conditions, "OutputReused")
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "output claim again-output was created on") {
+			return fmt.Errorf("OutputReused condition %+v", c)
+		}
+		if !strings.Contains(strings.Join(reasons(t, second), ","), "OutputClaimReused") {
+			return fmt.Errorf("no OutputClaimReused event yet: %v", reasons(t, second))
 		}
 		return nil
 	})
