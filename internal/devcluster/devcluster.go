@@ -161,6 +161,10 @@ func (c *Cluster) createArgs() []string {
 		// The default /24 runs out at ~250 ClusterIP services.
 		"--extra-args", "kube-apiserver=service-cluster-ip-range=10.96.0.0/16",
 		"--extra-args", "kube-controller-manager=service-cluster-ip-range=10.96.0.0/16",
+		// One of each needs no leader election; with it, an apiserver away longer than the
+		// renew deadline (10 s) makes them exit, and nothing here would start them again.
+		"--extra-args", "kube-controller-manager=leader-elect=false",
+		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
 	}
 	if c.opts.GangScheduling {

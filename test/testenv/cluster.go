@@ -41,6 +41,13 @@ type Cluster struct {
 	Kubeconfig string
 	// Tools is the folder hack/tools.sh built the binaries into ($KILN_TOOLS_DIR).
 	Tools string
+	dev   *devcluster.Cluster
+}
+
+// RestartComponent stops one of the cluster's processes (kube-apiserver, etcd, …) for down and
+// starts it again as it was (devcluster.Cluster.RestartComponent).
+func (c *Cluster) RestartComponent(ctx context.Context, name string, down time.Duration) error {
+	return c.dev.RestartComponent(ctx, name, down)
 }
 
 // RunOnCluster creates the suite's cluster, starts kiln on it, runs the tests and stops everything
@@ -82,7 +89,7 @@ func startCluster(s ClusterSuite, tools string, teardown *stack, out **Cluster) 
 	if err != nil {
 		return err
 	}
-	cl := &Cluster{Env: &Env{Config: dc.Config, Client: c}, Kubeconfig: dc.Kubeconfig, Tools: tools}
+	cl := &Cluster{Env: &Env{Config: dc.Config, Client: c}, Kubeconfig: dc.Kubeconfig, Tools: tools, dev: dc}
 	*out = cl
 	if s.Before != nil {
 		stop, err := s.Before(cl)

@@ -122,8 +122,8 @@ func TestLeaderFailover(t *testing.T) {
 		t.Logf("takeover after %s", took.Round(100*time.Millisecond))
 	}
 
-	uids := newPodUIDs(ns)
-	uids.waitFor(t, 20*4)
+	uids := env.NewPodUIDs(ns)
+	uids.WaitFor(t, 20*4)
 	pods := env.Pods(t, ns, nil)
 	for i := range pods {
 		env.Run(t, &pods[i])
@@ -136,5 +136,5 @@ func TestLeaderFailover(t *testing.T) {
 	for _, j := range jobs {
 		waitCondition(t, j, kubeflowv1.JobSucceeded)
 	}
-	uids.unchanged(t)
+	uids.Unchanged(t)
 }

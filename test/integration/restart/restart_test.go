@@ -80,8 +80,8 @@ func TestManagerRestartMidBurst(t *testing.T) {
 	for _, job := range all {
 		want += int(framework.TotalReplicas(job.GetReplicaSpecs()))
 	}
-	uids := newPodUIDs(ns)
-	uids.waitFor(t, want)
+	uids := env.NewPodUIDs(ns)
+	uids.WaitFor(t, want)
 
 	// Play the kubelet: every pod runs, then every pod completes.
 	pods := env.Pods(t, ns, nil)
@@ -97,7 +97,7 @@ func TestManagerRestartMidBurst(t *testing.T) {
 	for _, job := range all {
 		waitCondition(t, job, kubeflowv1.JobSucceeded)
 	}
-	uids.unchanged(t)
+	uids.Unchanged(t)
 }
 
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) {
