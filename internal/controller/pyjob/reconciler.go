@@ -197,7 +197,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	}
 	base := job.DeepCopy()
 	job.Status = st
-	if err := r.client.Status().Patch(ctx, job, client.MergeFrom(base)); err != nil {
+	// Written over the version read only: a status derived from a stale cached copy would
+	// write (and count) a transition twice. A conflict means a newer version is on its way to
+	// the cache, and its event reconciles again.
+	if err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			job.Status = base.Status // what is stored, as far as this reconcile knows
+			return nil
+		}
 		return fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 	}
 	r.record(job, base.Status, now)
