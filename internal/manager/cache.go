@@ -19,13 +19,15 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/replicajob"
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
 // labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob) and
 // the retry count pods of kinds without services carry (replicajob.AnnotationRestarts); the
-// phase, an unschedulable PodScheduled condition (PyJob), and each container's name, restart
-// count and how it ended. kiln never writes a pod it read, so nothing else is needed.
+// phase, an unschedulable PodScheduled condition, and each container's name, restart count, how
+// it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
+// read, so nothing else is needed.
 func keepPodStatus(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -63,6 +65,9 @@ func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		out[i] = corev1.ContainerStatus{Name: s.Name, RestartCount: s.RestartCount}
 		if t := s.State.Terminated; t != nil {
 			out[i].State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
+		}
+		if w := s.State.Waiting; w != nil && stuck.Blocking(w.Reason) {
+			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
 		}
 	}
 	return out

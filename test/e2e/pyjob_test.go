@@ -3,15 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
@@ -240,4 +242,39 @@ func TestPyJobScriptRunsOnATaintedAMDNode(t *testing.T) {
 	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "hello-script"}, &cm); err != nil {
 		t.Fatalf("the script's ConfigMap: %v", err)
 	}
+}
+
+// A quota that refuses the workers: the PyJob stays Pending and says so, naming the quota, in its
+// message, a PodsRefused condition and a Warning event.
+func TestPyJobRefusedByAQuotaSaysWhy(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if err := cluster.Client.Create(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	j := newPyJob(t, ns, "refused", "1s", "0", nil)
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(fresh.Status.Conditions, "PodsRefused")
+		if fresh.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(fresh.Status.Message, "exceeded quota: no-pods") ||
+			c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("PyJob %s %q, PodsRefused %+v", fresh.Status.Phase, fresh.Status.Message, c)
+		}
+		t.Logf("PyJob: %s %s", fresh.Status.Phase, fresh.Status.Message)
+		var events eventsv1.EventList
+		if err := cluster.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "refused" && e.Reason == "FailedCreatePods" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no FailedCreatePods event on the PyJob yet")
+	})
 }

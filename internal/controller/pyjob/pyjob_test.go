@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -161,6 +162,26 @@ func TestInlineScript(t *testing.T) {
 	}
 }
 
+// A quota or an admission policy refusing the workers: the PyJob stays Pending, says why, and its
+// PodsRefused condition is True; a run whose workers partly exist says it too.
+func TestStatusOfRefusedWorkers(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
+	quota := `pods "bert-0-x" is forbidden: exceeded quota: team-a, requested: nvidia.com/gpu=1, used: nvidia.com/gpu=8, limited: nvidia.com/gpu=8`
+	st := status(pyJob(4, 1), observed{job: &batchv1.Job{}, refused: quota}, now)
+	c := meta.FindStatusCondition(st.Conditions, ConditionPodsRefused)
+	if st.Phase != trainingv1alpha1.PyJobPending || !strings.HasPrefix(st.Message, "the batch Job cannot create workers: "+quota+"; it retries") || c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("phase %s %q, PodsRefused %+v: want Pending, the quota named, the condition True", st.Phase, st.Message, c)
+	}
+	st = status(pyJob(4, 1), observed{job: &batchv1.Job{}, pods: []corev1.Pod{{Status: corev1.PodStatus{Phase: corev1.PodRunning}}}, refused: quota}, now)
+	if st.Phase != trainingv1alpha1.PyJobRunning || !strings.Contains(st.Message, "1 of 4 workers running; the batch Job cannot create workers: pods") {
+		t.Errorf("phase %s %q: want Running with the refusal named", st.Phase, st.Message)
+	}
+	st = status(pyJob(4, 1), observed{job: &batchv1.Job{}}, now)
+	if meta.IsStatusConditionTrue(st.Conditions, ConditionPodsRefused) {
+		t.Errorf("PodsRefused is True with nothing refused")
+	}
+}
+
 func TestDesiredJob(t *testing.T) {
 	j := desiredJob(pyJob(4, 2))
 	if *j.Spec.Completions != 4 || *j.Spec.Parallelism != 4 || *j.Spec.CompletionMode != batchv1.IndexedCompletion || j.Spec.Template.Spec.Subdomain != "bert" {
@@ -223,6 +244,10 @@ func TestStatus(t *testing.T) {
 	pending := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."}}}}
+	pulling := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{completionIndexAnnotation: "2"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "pytorch/pytorh:2.0"`}}}}}}
+	running := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	cond := func(t batchv1.JobConditionType, reason, msg string) *batchv1.Job {
 		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}}}
 	}
@@ -237,6 +262,9 @@ func TestStatus(t *testing.T) {
 		{"unschedulable", &batchv1.Job{}, []corev1.Pod{pending}, trainingv1alpha1.PyJobPending, "Insufficient nvidia.com/gpu"},
 		{"failed with an exit code", cond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit"), []corev1.Pod{failedPod},
 			trainingv1alpha1.PyJobFailed, "worker 1 exited with code 137 (OOMKilled); BackoffLimitExceeded"},
+		{"image pull back-off", &batchv1.Job{}, []corev1.Pod{pulling}, trainingv1alpha1.PyJobPending,
+			`worker 2 cannot start: container trainer is ImagePullBackOff: Back-off pulling image "pytorch/pytorh:2.0"; check the image name`},
+		{"one running, one blocked", &batchv1.Job{}, []corev1.Pod{running, pulling}, trainingv1alpha1.PyJobRunning, "1 of 4 workers running; worker 2 cannot start"},
 		{"complete", cond(batchv1.JobComplete, "CompletionsReached", ""), nil, trainingv1alpha1.PyJobSucceeded, "all 4 workers completed"},
 		{"suspended", &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}, nil, trainingv1alpha1.PyJobSuspended, "set spec.suspend to false"},
 	}

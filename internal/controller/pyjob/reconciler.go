@@ -34,6 +34,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // Reconciler reconciles PyJobs.
 type Reconciler struct {
@@ -148,13 +149,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 		}
 	}
-	if err := r.writeStatus(ctx, &job, observed{job: bj, problem: problem, waiting: g.Waiting, reusedClaim: reused}); err != nil {
+	refused, err := r.refusal(ctx, &job, bj)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writeStatus(ctx, &job, observed{job: bj, problem: problem, waiting: g.Waiting, reusedClaim: reused, refused: refused}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if gangErr != nil {
 		return reconcile.Result{}, gangErr // the group was refused: retried with backoff
 	}
 	return r.expire(ctx, &job)
+}
+
+// refusal is why the batch Job's controller cannot create the PyJob's workers — its newest
+// FailedCreate event of the last two minutes (a quota exceeded, an admission policy) — or "". It
+// reads the apiserver only while the Job has fewer pods than workers.
+func (r *Reconciler) refusal(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) (string, error) {
+	if bj == nil || (bj.Spec.Suspend != nil && *bj.Spec.Suspend) || bj.Status.Active+bj.Status.Succeeded+bj.Status.Failed >= job.Spec.Workers {
+		return "", nil
+	}
+	var events corev1.EventList
+	if err := r.reader.List(ctx, &events, client.InNamespace(bj.Namespace),
+		client.MatchingFields{"involvedObject.uid": string(bj.UID), "reason": "FailedCreate"}); err != nil {
+		return "", fmt.Errorf("reading the events of batch Job %s: %w", bj.Name, err)
+	}
+	var newest *corev1.Event
+	for i := range events.Items {
+		if e := &events.Items[i]; newest == nil || lastSeen(e).After(lastSeen(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil || r.clock.Since(lastSeen(newest)) > 2*time.Minute {
+		return "", nil
+	}
+	return newest.Message, nil
+}
+
+func lastSeen(e *corev1.Event) time.Time {
+	var series time.Time
+	if e.Series != nil {
+		series = e.Series.LastObservedTime.Time
+	}
+	for _, t := range []time.Time{series, e.LastTimestamp.Time, e.EventTime.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 func finished(job *trainingv1alpha1.PyJob) bool {
@@ -220,6 +262,9 @@ func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.Py
 	st := job.Status
 	if c := meta.FindStatusCondition(st.Conditions, ConditionOutputReused); c != nil && meta.FindStatusCondition(old.Conditions, ConditionOutputReused) == nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "OutputClaimReused", "Reconcile", "%s", c.Message)
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, ConditionPodsRefused) && !meta.IsStatusConditionTrue(old.Conditions, ConditionPodsRefused) {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "FailedCreatePods", "Reconcile", "%s", meta.FindStatusCondition(st.Conditions, ConditionPodsRefused).Message)
 	}
 	if st.Phase == old.Phase {
 		return

@@ -13,6 +13,7 @@ import (
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // observed is what a reconcile found of a PyJob's world: its batch Job (nil: none yet) and
@@ -24,7 +25,13 @@ type observed struct {
 	pods             []corev1.Pod
 	problem, waiting string
 	reusedClaim      *corev1.PersistentVolumeClaim
+	// refused is why the batch Job's controller cannot create the workers (a quota, a policy).
+	refused string
 }
+
+// ConditionPodsRefused says the cluster refuses to create the run's workers (a quota, an
+// admission policy): someone must act.
+const ConditionPodsRefused = "PodsRefused"
 
 // ConditionOutputReused says the PyJob mounts an output claim, with its data, that was created
 // for an earlier PyJob of the same name (reclaimPolicy Retain keeps it).
@@ -67,6 +74,17 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 	if waiting != "" && phase == trainingv1alpha1.PyJobPending {
 		phase, reason, msg = trainingv1alpha1.PyJobPending, "WaitingForGang", waiting
 	}
+	refused := metav1.Condition{Type: ConditionPodsRefused, Status: metav1.ConditionFalse, Reason: "NotRefused", ObservedGeneration: job.Generation, LastTransitionTime: now}
+	if o.refused != "" && (phase == trainingv1alpha1.PyJobPending || phase == trainingv1alpha1.PyJobRunning) {
+		why := "the batch Job cannot create workers: " + strings.TrimSuffix(o.refused, ".") + "; it retries until the quota or policy allows them, or the PyJob asks for less"
+		refused.Status, refused.Reason, refused.Message = metav1.ConditionTrue, "FailedCreate", why
+		if phase == trainingv1alpha1.PyJobPending {
+			reason, msg = "PodsRefused", why
+		} else {
+			msg += "; " + why
+		}
+	}
+	meta.SetStatusCondition(&st.Conditions, refused)
 	if problem != "" {
 		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", problem
 	}
@@ -105,16 +123,24 @@ func phaseOf(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod) (t
 		return trainingv1alpha1.PyJobSuspended, "Suspended", "suspended: set spec.suspend to false to run"
 	}
 	running := 0
+	var blocked, why string
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 			running++
 		}
+		if r, msg := stuck.Pod(&p, "worker "+workerOf(p)); blocked == "" && r != "" {
+			blocked, why = r, msg
+		}
 	}
 	if running > 0 {
-		return trainingv1alpha1.PyJobRunning, "Running", fmt.Sprintf("%d of %d workers running", running, job.Spec.Workers)
+		msg := fmt.Sprintf("%d of %d workers running", running, job.Spec.Workers)
+		if why != "" {
+			msg += "; " + why
+		}
+		return trainingv1alpha1.PyJobRunning, "Running", msg
 	}
-	if why := unschedulable(pods); why != "" {
-		return trainingv1alpha1.PyJobPending, "Unschedulable", why
+	if blocked != "" {
+		return trainingv1alpha1.PyJobPending, blocked, why
 	}
 	return trainingv1alpha1.PyJobPending, "Starting", "waiting for the workers to start"
 }
@@ -126,19 +152,6 @@ func jobCondition(bj *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondi
 		}
 	}
 	return nil
-}
-
-// unschedulable is the scheduler's word on a pod it cannot place, e.g. "0/6 nodes are
-// available: 6 Insufficient nvidia.com/gpu.".
-func unschedulable(pods []corev1.Pod) string {
-	for _, p := range pods {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return "cannot schedule worker pods: " + c.Message
-			}
-		}
-	}
-	return ""
 }
 
 // exitCodes tells how the failed workers ended, e.g. "worker 1 exited with code 1 (Error)".

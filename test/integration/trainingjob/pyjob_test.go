@@ -478,3 +478,38 @@ func TestARecreatedPyJobSaysItReusesTheOutputClaim(t *testing.T) {
 		return nil
 	})
 }
+
+// A worker whose image cannot be pulled keeps the PyJob Pending with a message that names the
+// worker, the reason and the fix (the cache keeps a blocking waiting reason of a pod).
+func TestAPyJobWithABadImageSaysWhy(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	p := simplePyJob("typo", ns)
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	bj := &batchv1.Job{}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "typo-0", Namespace: ns, Labels: bj.Spec.Template.Labels,
+		Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}}, Spec: bj.Spec.Template.Spec}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer", Image: "pytorch/pytorch:2.0",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: `pull access denied for pytorch/pytorh`}}}}}
+	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		want := "worker 0 cannot start: container trainer is ErrImagePull: pull access denied for pytorch/pytorh; check the image name"
+		if fresh.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(fresh.Status.Message, want) {
+			return fmt.Errorf("PyJob %s %q, want Pending: %s", fresh.Status.Phase, fresh.Status.Message, want)
+		}
+		return nil
+	})
+}
