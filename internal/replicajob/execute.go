@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -68,6 +68,9 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 		})
 		events = append(events, summarize("FailedCreate", "creating", kind, err)...)
 		errs = append(errs, err)
+		if kind == "Pod" && len(objs) > 0 {
+			r.noteRefusal(key, uid, firstOf(err))
+		}
 	}
 	del("Pod", objects(p.DeletePods))
 	del("Service", objects(p.DeleteServices))
@@ -135,4 +138,16 @@ func without(pods []*corev1.Pod, uid string) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// firstOf is the first of joined errors (one pod's refusal says what refused them all).
+func firstOf(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if e != nil {
+				return e
+			}
+		}
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package replicajob
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // Plan is everything one reconcile decides, computed without any client call from the job and
@@ -93,6 +95,8 @@ type Inputs struct {
 	// keeps the plan from creating pods (the gang's group is not there yet).
 	GangWaiting string
 	HoldPods    bool
+	// Refused is why the apiserver last refused to create the job's pods ("": it did not).
+	Refused string
 }
 
 // plan decides one reconcile of a defaulted job from what it sees now.
@@ -159,8 +163,9 @@ func createdMessage(fw framework.Framework, name string) string {
 }
 
 // sayWhyItWaits says in the Created condition why a job that runs has no running pods yet: its
-// gang waits to be placed (the wide output's Message column shows it); otherwise it says what
-// Kubeflow says.
+// gang waits to be placed, the apiserver refuses its pods (a quota, a policy), or a pod cannot
+// start (its image, a missing Secret, the scheduler) — the wide output's Message column shows
+// it; otherwise it says what Kubeflow says.
 func (p *planner) sayWhyItWaits() {
 	c := getCondition(&p.plan.Status, kubeflowv1.JobCreated)
 	if c == nil {
@@ -168,12 +173,38 @@ func (p *planner) sayWhyItWaits() {
 	}
 	msg := createdMessage(p.fw, p.job.GetName())
 	st := &p.plan.Status
-	if p.in.GangWaiting != "" && !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
-		msg = strings.TrimSuffix(msg, ".") + "; " + p.in.GangWaiting + "."
+	if !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
+		var why []string
+		if p.in.GangWaiting != "" {
+			why = append(why, p.in.GangWaiting)
+		}
+		if p.in.Refused != "" {
+			why = append(why, "pods cannot be created: "+strings.TrimSuffix(p.in.Refused, ".")+"; kiln retries until the quota or policy allows them")
+		}
+		if stuck := p.stuckPod(); stuck != "" {
+			why = append(why, stuck)
+		}
+		if len(why) > 0 {
+			msg = strings.TrimSuffix(msg, ".") + "; " + strings.Join(why, "; ") + "."
+		}
 	}
 	if c.Message != msg {
 		c.Message, c.LastUpdateTime = msg, p.now
 	}
+}
+
+// stuckPod is what keeps the first of the job's pods that cannot start (stuck.Pod), in replica
+// type and index order, or "".
+func (p *planner) stuckPod() string {
+	for _, rtype := range slices.Sorted(maps.Keys(p.kids.pods)) {
+		pods := p.kids.pods[rtype]
+		for _, index := range slices.Sorted(maps.Keys(pods)) {
+			if _, why := stuck.Pod(pods[index], "pod "+pods[index].Name); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 func (p *planner) event(typ, reason, msg string) {

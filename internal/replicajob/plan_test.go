@@ -385,6 +385,27 @@ func TestPlanSuspendedByKueueSaysSo(t *testing.T) {
 	}
 }
 
+// A job that does not run yet says why in its Created condition: a pod that cannot start, pods
+// the apiserver refuses; once it runs, Kubeflow's words again.
+func TestCreatedSaysWhatKeepsThePods(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2)).all(corev1.PodPending)
+	w.pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: `secret "wandb" not found`}}}}
+	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: `pods "j-worker-1" is forbidden: exceeded quota: team-a`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `TFJob j is created; pods cannot be created: pods "j-worker-1" is forbidden: exceeded quota: team-a; kiln retries until the quota or policy allows them; ` +
+		`pod j-worker-1 cannot start: container tensorflow is CreateContainerConfigError: secret "wandb" not found; a Secret or ConfigMap it references (env, volumes) is missing: create it.`
+	if c := getCondition(&p.Status, kubeflowv1.JobCreated); c.Message != want {
+		t.Errorf("Created:\n got %q\nwant %q", c.Message, want)
+	}
+	running := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2)).all(corev1.PodRunning)
+	if c := getCondition(&running.plan(t).Status, kubeflowv1.JobCreated); c.Message != "TFJob j is created." {
+		t.Errorf("Created of a running job: %q", c.Message)
+	}
+}
+
 func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
 	job := builder.TFJob("j", "ns").Replicas("worker", 2).Replicas("ps", 1).Obj()
 	job.GetReplicaSpecs()["worker"].Replicas = nil

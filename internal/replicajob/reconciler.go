@@ -69,6 +69,32 @@ type Reconciler struct {
 	// carried holds each job's last Plan.Carried: retry counts of kinds without services between
 	// a failed pod's deletion and its replacement's creation (see AnnotationRestarts).
 	carried sync.Map // types.NamespacedName -> carriedRestarts
+	// refused is why the apiserver last refused to create a job's pods (a quota, an admission
+	// policy), until a creation succeeds: the next plan says it in the status.
+	refused sync.Map // types.NamespacedName -> refusal
+}
+
+// refusal is a job's last refused pod creation.
+type refusal struct {
+	uid types.UID
+	why string
+}
+
+// noteRefusal keeps (err != nil) or forgets what refused a job's pods.
+func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err error) {
+	if err == nil {
+		r.refused.Delete(key)
+		return
+	}
+	r.refused.Store(key, refusal{uid: uid, why: err.Error()})
+}
+
+// refusedOf is what refused the job's pods when last created, or "".
+func (r *Reconciler) refusedOf(key types.NamespacedName, job framework.Job) string {
+	if v, ok := r.refused.Load(key); ok && v.(refusal).uid == job.GetUID() {
+		return v.(refusal).why
+	}
+	return ""
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
@@ -93,6 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			r.extrasSynced.Delete(req.NamespacedName)
 			r.secretsCreated.Delete(req.NamespacedName)
 			r.carried.Delete(req.NamespacedName)
+			r.refused.Delete(req.NamespacedName)
 			if r.gang != nil {
 				r.gang.Forget(req.NamespacedName)
 			}
@@ -120,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	g, gangErr := r.syncGroup(ctx, desired, job.GetJobStatus())
 	p, err := plan(r.fw, desired, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
-		GangWaiting: g.Waiting, HoldPods: !g.CreatePods})
+		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: r.refusedOf(req.NamespacedName, job)})
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return reconcile.Result{}, reconcile.TerminalError(err)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -217,6 +218,34 @@ func TestKubectlScalesPyTorchJobWorkers(t *testing.T) {
 		if !strings.Contains(out, "training.kubeflow.org/replica-type=worker") {
 			return fmt.Errorf("Worker selector for the scale subresource = %q", out)
 		}
+		return nil
+	})
+}
+
+// A quota that refuses a job's pods: the job's Created condition (the wide output's Message)
+// names the quota, and a Warning event tells it.
+func TestAJobRefusedByAQuotaSaysWhy(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if err := cluster.Client.Create(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.TFJob("refused", ns).Replicas("Worker", 1).Annotate("Worker", duration, "1s").Obj())
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh, err := get(t, job)
+		if err != nil {
+			return err
+		}
+		if c := testenv.Condition(fresh, kubeflowv1.JobCreated); !strings.Contains(c.Message, "pods cannot be created: ") || !strings.Contains(c.Message, "exceeded quota: no-pods") {
+			return fmt.Errorf("Created says %q", c.Message)
+		}
+		out := kubectl(t, "get", "tfjobs", "-n", ns, "-o", "wide")
+		if !strings.Contains(out, "exceeded quota: no-pods") {
+			return fmt.Errorf("kubectl get -o wide does not show the quota:\n%s", out)
+		}
+		t.Logf("%s", out)
 		return nil
 	})
 }
