@@ -75,6 +75,17 @@ func TestPyJobSucceeds(t *testing.T) {
 	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Value() != 1 {
 		t.Errorf("nvidia.com/gpu limit = %v, want 1", got.String())
 	}
+	// Its /dev/shm is memory-backed, half of the worker's 1Gi.
+	var volume, mounted bool
+	for _, v := range bj.Spec.Template.Spec.Volumes {
+		volume = volume || (v.Name == "dshm" && v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory && v.EmptyDir.SizeLimit.String() == "512Mi")
+	}
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == "dshm" && m.MountPath == "/dev/shm")
+	}
+	if !volume || !mounted {
+		t.Errorf("volumes %+v, mounts %+v: want a memory-backed volume of 512Mi at /dev/shm", bj.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
 }
 
 func TestPyJobFailureNamesTheExitCode(t *testing.T) {

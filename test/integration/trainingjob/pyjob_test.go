@@ -59,6 +59,14 @@ func TestPyJobCreationIgnoresTheCachesLag(t *testing.T) {
 	if got := reconcileErrors(t, "pyjob") - before; got != 0 {
 		t.Errorf("%v PyJob reconciles failed while creating 5 PyJobs; want none", got)
 	}
+	// Two workers, likely on two nodes, share the claim kiln made: ReadWriteMany.
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lag-0-output"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if modes := claim.Spec.AccessModes; len(modes) != 1 || modes[0] != corev1.ReadWriteMany {
+		t.Errorf("the output claim of 2 workers is %v, want ReadWriteMany", modes)
+	}
 }
 
 // reconcileErrors is controller-runtime's count of failed reconciles of a controller so far.
