@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -49,3 +50,16 @@ func init() {
 
 // Seconds is d in seconds, never negative (clock skew between the apiserver and kiln).
 func Seconds(d time.Duration) float64 { return max(0, d.Seconds()) }
+
+// Finished counts a job that succeeded or failed in its namespace and framework, and observes
+// how long it ran when it has both times.
+func Finished(namespace, framework string, succeeded bool, start, completion *metav1.Time) {
+	counter, outcome := JobsFailed, "failed"
+	if succeeded {
+		counter, outcome = JobsSuccessful, "succeeded"
+	}
+	counter.WithLabelValues(namespace, framework).Inc()
+	if start != nil && completion != nil {
+		Duration.WithLabelValues(framework, outcome).Observe(Seconds(completion.Sub(start.Time)))
+	}
+}

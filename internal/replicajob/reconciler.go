@@ -295,11 +295,6 @@ func minPositive(a, b time.Duration) time.Duration {
 func (r *Reconciler) record(job framework.Job, p *Plan, now time.Time) {
 	ns, fw := job.GetNamespace(), r.fw.Name
 	st := p.Status
-	duration := func(outcome string) {
-		if st.StartTime != nil && st.CompletionTime != nil {
-			metrics.Duration.WithLabelValues(fw, outcome).Observe(metrics.Seconds(st.CompletionTime.Sub(st.StartTime.Time)))
-		}
-	}
 	for _, t := range p.Became {
 		switch t.Type {
 		case kubeflowv1.JobCreated:
@@ -310,12 +305,8 @@ func (r *Reconciler) record(job framework.Job, p *Plan, now time.Time) {
 			}
 		case kubeflowv1.JobRestarting:
 			metrics.JobsRestarted.WithLabelValues(ns, fw).Inc()
-		case kubeflowv1.JobSucceeded:
-			metrics.JobsSuccessful.WithLabelValues(ns, fw).Inc()
-			duration("succeeded")
-		case kubeflowv1.JobFailed:
-			metrics.JobsFailed.WithLabelValues(ns, fw).Inc()
-			duration("failed")
+		case kubeflowv1.JobSucceeded, kubeflowv1.JobFailed:
+			metrics.Finished(ns, fw, t.Type == kubeflowv1.JobSucceeded, st.StartTime, st.CompletionTime)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -227,11 +226,7 @@ func TestKubectlScalesPyTorchJobWorkers(t *testing.T) {
 func TestAJobRefusedByAQuotaSaysWhy(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	if err := cluster.Client.Create(context.Background(), quota); err != nil {
-		t.Fatal(err)
-	}
+	refuseAllPods(t, ns)
 	job := create(t, builder.TFJob("refused", ns).Replicas("Worker", 1).Annotate("Worker", duration, "1s").Obj())
 	testenv.EventuallyWithin(t, timeout, func() error {
 		fresh, err := get(t, job)

@@ -46,17 +46,7 @@ func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alp
 
 func waitPhase(t *testing.T, j *trainingv1alpha1.PyJob, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
 	t.Helper()
-	fresh := &trainingv1alpha1.PyJob{}
-	testenv.EventuallyWithin(t, timeout, func() error {
-		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
-			return err
-		}
-		if fresh.Status.Phase != phase {
-			return fmt.Errorf("PyJob %s is %s (%q), want %s", j.Name, fresh.Status.Phase, fresh.Status.Message, phase)
-		}
-		return nil
-	})
-	return fresh
+	return cluster.WaitPyJobPhase(t, client.ObjectKeyFromObject(j), phase, timeout)
 }
 
 func TestPyJobSucceeds(t *testing.T) {
@@ -260,11 +250,7 @@ func TestPyJobScriptRunsOnATaintedAMDNode(t *testing.T) {
 func TestPyJobRefusedByAQuotaSaysWhy(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	if err := cluster.Client.Create(context.Background(), quota); err != nil {
-		t.Fatal(err)
-	}
+	refuseAllPods(t, ns)
 	j := newPyJob(t, ns, "refused", "1s", "0", nil)
 	testenv.EventuallyWithin(t, timeout, func() error {
 		fresh := &trainingv1alpha1.PyJob{}
@@ -288,4 +274,14 @@ func TestPyJobRefusedByAQuotaSaysWhy(t *testing.T) {
 		}
 		return fmt.Errorf("no FailedCreatePods event on the PyJob yet")
 	})
+}
+
+// refuseAllPods adds ResourceQuota no-pods to ns: no pod may be created there.
+func refuseAllPods(t *testing.T, ns string) {
+	t.Helper()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	if err := cluster.Client.Create(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
@@ -40,4 +41,20 @@ func Condition(job framework.Job, ct kubeflowv1.JobConditionType) kubeflowv1.Job
 		}
 	}
 	return kubeflowv1.JobCondition{}
+}
+
+// WaitPyJobPhase waits up to timeout until the PyJob is in phase, and returns it as it was then.
+func (e *Env) WaitPyJobPhase(t testing.TB, key client.ObjectKey, phase trainingv1alpha1.PyJobPhase, timeout time.Duration) *trainingv1alpha1.PyJob {
+	t.Helper()
+	fresh := &trainingv1alpha1.PyJob{}
+	EventuallyWithin(t, timeout, func() error {
+		if err := e.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		if fresh.Status.Phase != phase {
+			return fmt.Errorf("PyJob %s is %s (%q), want %s", key.Name, fresh.Status.Phase, fresh.Status.Message, phase)
+		}
+		return nil
+	})
+	return fresh
 }

@@ -274,24 +274,14 @@ func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.Py
 		kind = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(job, nil, kind, "PyJob"+string(st.Phase), "Reconcile", "PyJob %s is %s: %s", job.Name, st.Phase, st.Message)
-	ns := job.Namespace
-	duration := func(outcome string) {
-		if st.StartTime != nil && st.CompletionTime != nil {
-			metrics.Duration.WithLabelValues(Framework, outcome).Observe(metrics.Seconds(st.CompletionTime.Sub(st.StartTime.Time)))
-		}
-	}
 	if old.Phase == "" {
-		metrics.JobsCreated.WithLabelValues(ns, Framework).Inc()
+		metrics.JobsCreated.WithLabelValues(job.Namespace, Framework).Inc()
 	}
 	switch st.Phase {
 	case trainingv1alpha1.PyJobRunning:
 		metrics.TimeToRunning.WithLabelValues(Framework).Observe(metrics.Seconds(now.Sub(job.CreationTimestamp.Time)))
-	case trainingv1alpha1.PyJobSucceeded:
-		metrics.JobsSuccessful.WithLabelValues(ns, Framework).Inc()
-		duration("succeeded")
-	case trainingv1alpha1.PyJobFailed:
-		metrics.JobsFailed.WithLabelValues(ns, Framework).Inc()
-		duration("failed")
+	case trainingv1alpha1.PyJobSucceeded, trainingv1alpha1.PyJobFailed:
+		metrics.Finished(job.Namespace, Framework, st.Phase == trainingv1alpha1.PyJobSucceeded, st.StartTime, st.CompletionTime)
 	}
 }
 

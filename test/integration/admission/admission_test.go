@@ -293,6 +293,19 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, msg string) {
 	w.msgs = append(w.msgs, msg)
 }
 
+// warningClient is a client whose requests' warnings are collected.
+func warningClient(t *testing.T) (client.Client, *warnings) {
+	t.Helper()
+	seen := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = seen
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, seen
+}
+
 func TestDefaultsArePersistedAndWarningsShown(t *testing.T) {
 	ready(t)
 	ns := env.Namespace(t)
@@ -321,13 +334,7 @@ func TestDefaultsArePersistedAndWarningsShown(t *testing.T) {
 		t.Errorf("cleanPodPolicy %v, want Running", stored.Spec.RunPolicy.CleanPodPolicy)
 	}
 
-	var seen warnings
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = &seen
-	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, seen := warningClient(t)
 	p := pt(ns).Obj()
 	elastic(p).NProcPerNode = ptr.To[int32](2)
 	if err := c.Create(ctx, p); err != nil {
@@ -343,13 +350,7 @@ func TestDefaultsArePersistedAndWarningsShown(t *testing.T) {
 func TestPyJobDeletingItsResultsIsWarned(t *testing.T) {
 	ready(t)
 	ns := env.Namespace(t)
-	var seen warnings
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = &seen
-	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, seen := warningClient(t)
 	size := resource.MustParse("10Gi")
 	p := &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "ephemeral", Namespace: ns}, Spec: trainingv1alpha1.PyJobSpec{
 		Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, OutputPath: "/mnt/output",

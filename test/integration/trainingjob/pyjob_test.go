@@ -229,17 +229,7 @@ func simplePyJob(name, ns string) *trainingv1alpha1.PyJob {
 
 func waitPyJobPhase(t *testing.T, key client.ObjectKey, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
 	t.Helper()
-	fresh := &trainingv1alpha1.PyJob{}
-	testenv.Eventually(t, func() error {
-		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
-			return err
-		}
-		if fresh.Status.Phase != phase {
-			return fmt.Errorf("PyJob %s is %s (%q), want %s", key.Name, fresh.Status.Phase, fresh.Status.Message, phase)
-		}
-		return nil
-	})
-	return fresh
+	return env.WaitPyJobPhase(t, key, phase, testenv.Timeout)
 }
 
 // A finished run never trains again: deleting its batch Job (by hand, or a TTL controller) does
