@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -59,10 +60,29 @@ type InferenceServiceSpec struct {
 	// +optional
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 
-	// GPUPerReplica is the nvidia.com/gpu of each replica.
+	// GPUPerReplica is the number of GPUs (of gpuResource) of each replica.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	GPUPerReplica int32 `json:"gpuPerReplica,omitempty"`
+
+	// GPUResource is the extended resource a GPU is: nvidia.com/gpu (default), amd.com/gpu, a MIG
+	// profile such as nvidia.com/mig-3g.20gb. Replicas asking for GPUs tolerate its NoSchedule
+	// taint, as Kubernetes' ExtendedResourceToleration admission does.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')",message="spec.gpuResource must be an extended resource name with a domain, e.g. nvidia.com/gpu or amd.com/gpu"
+	// +optional
+	GPUResource corev1.ResourceName `json:"gpuResource,omitempty"`
+
+	// StartupTimeoutSeconds is how long a replica may take to load its model and answer its
+	// health check (a startup probe) before the liveness probe may restart it: default 600, for
+	// models of many GB.
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+
+	// Pod shapes the model server's pods: placement, identity, environment and security.
+	// +optional
+	Pod *PodOptions `json:"pod,omitempty"`
 
 	// Resources of each replica.
 	// +optional
@@ -71,6 +91,36 @@ type InferenceServiceSpec struct {
 	// Traffic sends a share of requests to a canary model.
 	// +optional
 	Traffic *Traffic `json:"traffic,omitempty"`
+}
+
+// PodOptions go to every pod of the InferenceService as they are. Env and envFrom reach the model
+// server's container only (not the model fetch). Labels and annotations are added to the pods'
+// own; kiln's (the selector, the model URI) win.
+type PodOptions struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// +optional
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // ServingResources are the CPU and memory of a replica.

@@ -1,6 +1,8 @@
 package inferenceservice
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
@@ -56,13 +60,20 @@ func objectMeta(isvc *servingv1alpha1.InferenceService, name, version string) me
 func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI, fetchImage string, replicas *int32) *appsv1.Deployment {
 	s := serverOf(isvc)
 	labels := selector(isvc, version)
-	pod := corev1.PodSpec{Containers: []corev1.Container{predictor(isvc, s)}}
+	pod := podSpec(isvc, predictor(isvc, s))
 	mountModel(&pod, modelURI, fetchImage)
 	meta := objectMeta(isvc, predictorName(isvc, version), version)
-	podLabels := selector(isvc, version)
+	podLabels, podAnnotations := map[string]string{}, map[string]string{}
+	if o := isvc.Spec.Pod; o != nil {
+		maps.Copy(podLabels, o.Labels)
+		maps.Copy(podAnnotations, o.Annotations)
+	}
+	maps.Copy(podLabels, selector(isvc, version))
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
 	kueue.CopyLabels(isvc.Labels, meta.Labels)
 	kueue.CopyLabels(isvc.Labels, podLabels)
+	// The model URI in an annotation: changing it rolls the Deployment.
+	podAnnotations["serving.kiln.dev/model-uri"] = modelURI
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
@@ -70,8 +81,7 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 			Replicas: replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				// The model URI in an annotation: changing it rolls the Deployment.
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"serving.kiln.dev/model-uri": modelURI}},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec:       pod,
 			},
 		},
@@ -91,19 +101,41 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 	set(lim, corev1.ResourceCPU, r.CPULimit)
 	set(lim, corev1.ResourceMemory, r.MemoryLimit)
 	if isvc.Spec.GPUPerReplica > 0 {
-		lim["nvidia.com/gpu"] = *resource.NewQuantity(int64(isvc.Spec.GPUPerReplica), resource.DecimalSI)
+		lim[gpu.Resource(isvc.Spec.GPUResource)] = *resource.NewQuantity(int64(isvc.Spec.GPUPerReplica), resource.DecimalSI)
 	}
-	return corev1.Container{
+	c := corev1.Container{
 		Name: "predictor", Image: s.image,
 		Args:           append(s.args(s.port), isvc.Spec.Args...),
 		Env:            s.env,
 		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}},
+		StartupProbe:   s.startupProbe(ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)),
 		ReadinessProbe: s.probe(s.ready),
 		LivenessProbe:  s.probe(s.live),
 		Resources:      corev1.ResourceRequirements{Requests: req, Limits: lim},
 		VolumeMounts:   []corev1.VolumeMount{{Name: "model", MountPath: ModelDir, ReadOnly: true}},
 	}
+	if o := isvc.Spec.Pod; o != nil {
+		c.Env = append(slices.Clone(c.Env), o.Env...)
+		c.EnvFrom = o.EnvFrom
+	}
+	return c
 }
+
+// podSpec is the pod of a replica running server, shaped by spec.pod; replicas asking for GPUs
+// tolerate the GPU resource's taint.
+func podSpec(isvc *servingv1alpha1.InferenceService, server corev1.Container) corev1.PodSpec {
+	pod := corev1.PodSpec{Containers: []corev1.Container{server}}
+	if o := isvc.Spec.Pod; o != nil {
+		pod.NodeSelector, pod.Tolerations, pod.Affinity = o.NodeSelector, o.Tolerations, o.Affinity
+		pod.ServiceAccountName, pod.ImagePullSecrets, pod.SecurityContext = o.ServiceAccountName, o.ImagePullSecrets, o.SecurityContext
+		pod.RuntimeClassName, pod.PriorityClassName = o.RuntimeClassName, o.PriorityClassName
+	}
+	pod.Tolerations = gpu.Tolerations(pod.Tolerations, gpu.Resource(isvc.Spec.GPUResource), isvc.Spec.GPUPerReplica)
+	return pod
+}
+
+// DefaultStartupTimeoutSeconds is how long a replica may load its model unless the spec says.
+const DefaultStartupTimeoutSeconds int32 = 600
 
 // mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
 // emptyDir with an init container running `kiln fetch`.

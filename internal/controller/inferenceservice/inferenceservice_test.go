@@ -3,6 +3,7 @@ package inferenceservice
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -105,5 +106,58 @@ func TestDeploymentCarriesKueueLabels(t *testing.T) {
 	}
 	if d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", nil); d.Labels[kueue.QueueLabel] != "" {
 		t.Errorf("no queue asked, labels %v", d.Labels)
+	}
+}
+
+// Replicas fit real clusters: spec.pod reaches the pods (env and envFrom the server only, never
+// the model fetch), kiln's labels and annotation win, GPUs of the named resource tolerate its
+// taint, and a startup probe gives the model time to load before liveness may restart it.
+func TestPodsFitRealClusters(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Spec.ModelURI, i.Spec.GPUPerReplica, i.Spec.GPUResource = "s3://models/llama", 2, "amd.com/gpu"
+	i.Spec.Pod = &servingv1alpha1.PodOptions{
+		Labels:             map[string]string{"team": "nlp", LabelService: "not-this"},
+		Annotations:        map[string]string{"prometheus.io/scrape": "true", "serving.kiln.dev/model-uri": "not-this"},
+		NodeSelector:       map[string]string{"pool": "mi300"},
+		Tolerations:        []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
+		ServiceAccountName: "serving", RuntimeClassName: ptr.To("nvidia"), PriorityClassName: "high",
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
+		Env:             []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}},
+		EnvFrom:         []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "tuning"}}}},
+	}
+	d := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil)
+	tmpl := d.Spec.Template
+	if tmpl.Labels["team"] != "nlp" || tmpl.Labels[LabelService] != i.Name || tmpl.Annotations["prometheus.io/scrape"] != "true" || tmpl.Annotations["serving.kiln.dev/model-uri"] != "s3://models/llama" {
+		t.Errorf("labels %v annotations %v: want the spec's added, kiln's winning", tmpl.Labels, tmpl.Annotations)
+	}
+	pod := tmpl.Spec
+	if pod.NodeSelector["pool"] != "mi300" || pod.ServiceAccountName != "serving" || *pod.RuntimeClassName != "nvidia" || pod.PriorityClassName != "high" || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("pod %+v: want spec.pod's placement and identity", pod)
+	}
+	if len(pod.Tolerations) != 2 || pod.Tolerations[1].Key != "amd.com/gpu" || pod.Tolerations[1].Effect != corev1.TaintEffectNoSchedule {
+		t.Errorf("tolerations %v: want spot and the GPU resource's taint", pod.Tolerations)
+	}
+	server, fetch := pod.Containers[0], pod.InitContainers[0]
+	if got := server.Resources.Limits["amd.com/gpu"]; got.Value() != 2 {
+		t.Errorf("limits %v: want 2 amd.com/gpu", server.Resources.Limits)
+	}
+	if len(server.EnvFrom) != 1 || server.Env[len(server.Env)-1].Name != "LOG_LEVEL" || len(fetch.Env) != 0 || len(fetch.EnvFrom) != 0 {
+		t.Errorf("server env %v %v, fetch env %v %v: want spec.pod.env on the server only", server.Env, server.EnvFrom, fetch.Env, fetch.EnvFrom)
+	}
+	if p := server.StartupProbe; p == nil || p.PeriodSeconds*p.FailureThreshold != 600 || p.HTTPGet == nil || p.HTTPGet.Path != "/v2/health/ready" {
+		t.Errorf("startup probe %+v: want 600 s of the readiness check", p)
+	}
+	i.Spec.StartupTimeoutSeconds = ptr.To[int32](1800)
+	if p := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil).Spec.Template.Spec.Containers[0].StartupProbe; p.PeriodSeconds*p.FailureThreshold != 1800 {
+		t.Errorf("startup budget %d s, want 1800", p.PeriodSeconds*p.FailureThreshold)
+	}
+	ts := isvc(nil, nil, -1)
+	ts.Spec.Framework, ts.Spec.GPUPerReplica = servingv1alpha1.FrameworkTorchServe, 1
+	if img := serverOf(ts).image; img != "pytorch/torchserve:0.11.0-gpu" {
+		t.Errorf("TorchServe with a GPU runs %s, want its GPU image", img)
+	}
+	cpu := isvc(nil, nil, -1)
+	if got := desiredDeployment(cpu, stable, cpu.Spec.ModelURI, "kiln", nil).Spec.Template.Spec.Tolerations; len(got) != 0 {
+		t.Errorf("a CPU model tolerates %v", got)
 	}
 }

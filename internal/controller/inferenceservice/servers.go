@@ -27,6 +27,9 @@ type server struct {
 
 var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
 
+// torchServeGPUImage is TorchServe's image for replicas with GPUs.
+const torchServeGPUImage = "pytorch/torchserve:0.11.0-gpu"
+
 func mlserver(impl string) server {
 	s := server{image: "seldonio/mlserver:1.6.1", port: 8080, live: v2Live, ready: v2Ready,
 		args: func(int32) []string { return []string{"mlserver", "start", ModelDir} }}
@@ -55,6 +58,9 @@ var servers = map[servingv1alpha1.Framework]server{
 // serverOf is the framework's server with the spec's overrides applied.
 func serverOf(isvc *servingv1alpha1.InferenceService) server {
 	s := servers[isvc.Spec.Framework]
+	if isvc.Spec.Framework == servingv1alpha1.FrameworkTorchServe && isvc.Spec.GPUPerReplica > 0 {
+		s.image = torchServeGPUImage // the CPU image has no CUDA
+	}
 	if isvc.Spec.Image != "" {
 		s.image = isvc.Spec.Image
 	}
@@ -70,4 +76,12 @@ func (s server) probe(path string) *corev1.Probe {
 		h = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(s.port)}}
 	}
 	return &corev1.Probe{ProbeHandler: h, PeriodSeconds: 10, FailureThreshold: 3}
+}
+
+// startupProbe checks readiness every 10 s for up to timeout seconds while the server loads its
+// model; liveness and readiness take over once it answers.
+func (s server) startupProbe(timeout int32) *corev1.Probe {
+	p := s.probe(s.ready)
+	p.FailureThreshold = max(1, (timeout+p.PeriodSeconds-1)/p.PeriodSeconds)
+	return p
 }

@@ -4,7 +4,6 @@
 package pyjob
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -12,11 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
@@ -150,7 +149,7 @@ func desiredJob(job *trainingv1alpha1.PyJob) *batchv1.Job {
 			RestartPolicy:      corev1.RestartPolicyNever,
 			Containers:         []corev1.Container{trainer(job)},
 			NodeSelector:       s.NodeSelector,
-			Tolerations:        tolerations(job),
+			Tolerations:        gpu.Tolerations(s.Tolerations, GPUResource(job), s.GPU),
 			Affinity:           s.Affinity,
 			SecurityContext:    s.SecurityContext,
 			PriorityClassName:  s.PriorityClassName,
@@ -228,33 +227,9 @@ func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
 	return c
 }
 
-// DefaultGPUResource is the GPU of a PyJob that names none (the CRD defaults spec.gpuResource).
-const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
-
 // GPUResource is the extended resource the PyJob's GPUs are.
 func GPUResource(job *trainingv1alpha1.PyJob) corev1.ResourceName {
-	if job.Spec.GPUResource != "" {
-		return job.Spec.GPUResource
-	}
-	return DefaultGPUResource
-}
-
-// tolerations are spec.tolerations plus, for workers that ask for GPUs, one of the NoSchedule
-// taint GPU nodes carry under the resource's name (as the ExtendedResourceToleration admission
-// plugin adds), unless the PyJob tolerates it already.
-func tolerations(job *trainingv1alpha1.PyJob) []corev1.Toleration {
-	out := job.Spec.Tolerations
-	if job.Spec.GPU == 0 {
-		return out
-	}
-	gpu := corev1.Toleration{Key: string(GPUResource(job)), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
-	taint := corev1.Taint{Key: gpu.Key, Effect: gpu.Effect}
-	for _, t := range out {
-		if t.ToleratesTaint(klog.Background(), &taint, false) {
-			return out
-		}
-	}
-	return append(slices.Clone(out), gpu)
+	return gpu.Resource(job.Spec.GPUResource)
 }
 
 // DefaultShmSize is /dev/shm's size when spec.shmSize and spec.resources.memory are unset.

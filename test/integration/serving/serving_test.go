@@ -143,6 +143,8 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		{"unknown framework", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = "tensorflow-serving" }, "spec.framework"},
 		{"custom without image", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = servingv1alpha1.FrameworkCustom }, "spec.image is required with framework custom"},
 		{"unknown URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "ftp://models/iris" }, "spec.modelUri must start with pvc://"},
+		{"GPU resource without a domain", func(s *servingv1alpha1.InferenceServiceSpec) { s.GPUResource = "gpu" }, "spec.gpuResource must be an extended resource name with a domain"},
+		{"startup timeout of 5 s", func(s *servingv1alpha1.InferenceServiceSpec) { s.StartupTimeoutSeconds = ptr.To[int32](5) }, "spec.startupTimeoutSeconds"},
 		{"unknown canary URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) {
 			s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "hdfs://x", CanaryPercent: 10}
 		}, "spec.traffic.canaryVersion must be a model URI"},
@@ -202,6 +204,27 @@ func TestReadyWithURLAndScale(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// spec.pod, the GPU resource and the startup budget reach the Deployment the apiserver stores.
+func TestPodOptionsReachTheDeployment(t *testing.T) {
+	ns := env.Namespace(t)
+	create(t, newISVC(ns, "llm", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.GPUPerReplica, s.GPUResource, s.StartupTimeoutSeconds = 2, "nvidia.com/mig-3g.20gb", ptr.To[int32](1200)
+		s.Pod = &servingv1alpha1.PodOptions{NodeSelector: map[string]string{"pool": "a100"}, ServiceAccountName: "serving",
+			Env: []corev1.EnvVar{{Name: "HF_HOME", Value: "/tmp/hf"}}}
+	}))
+	pod := deployment(t, ns, "llm-predictor").Spec.Template.Spec
+	c := pod.Containers[0]
+	if got := c.Resources.Limits["nvidia.com/mig-3g.20gb"]; got.Value() != 2 || c.StartupProbe == nil || c.StartupProbe.FailureThreshold*c.StartupProbe.PeriodSeconds != 1200 {
+		t.Errorf("limits %v, startup probe %+v: want 2 MIG slices and 1200 s to start", c.Resources.Limits, c.StartupProbe)
+	}
+	if pod.NodeSelector["pool"] != "a100" || pod.ServiceAccountName != "serving" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "nvidia.com/mig-3g.20gb" {
+		t.Errorf("pod %+v: want spec.pod's placement and the GPU toleration", pod)
+	}
+	if env := c.Env[len(c.Env)-1]; env.Name != "HF_HOME" || len(pod.InitContainers[0].Env) != 0 {
+		t.Errorf("server env %v, fetch env %v: want HF_HOME on the server only", c.Env, pod.InitContainers[0].Env)
+	}
 }
 
 func TestDriftIsRepaired(t *testing.T) {
