@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,9 +15,11 @@ import (
 // runFetch is `kiln fetch --uri URI --dest DIR`, the init container of InferenceServices.
 func runFetch(args []string) error {
 	fs := flag.NewFlagSet("kiln fetch", flag.ContinueOnError)
-	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key or gs://bucket/key")
+	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key (or a prefix) or gs://bucket/key")
 	dest := fs.String("dest", "/mnt/models", "folder to download into")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	maxBytes := fs.Int64("max-bytes", 0, "stop when the model grows past this many bytes (0: no limit)")
+	digest := fs.String("sha256", "", "the hex sha256 a single-object model must have")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,10 +30,10 @@ func runFetch(args []string) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	path, err := modelfetch.Fetch(ctx, http.DefaultClient, *uri, os.Getenv("AWS_ENDPOINT_URL"), *dest)
+	what, err := modelfetch.Fetch(ctx, *uri, *dest, modelfetch.Options{MaxBytes: *maxBytes, SHA256: *digest})
 	if err != nil {
 		return err
 	}
-	fmt.Println("fetched", *uri, "to", path)
+	fmt.Println("fetched", modelfetch.Redact(*uri), "into", *dest+":", what)
 	return nil
 }

@@ -1,10 +1,16 @@
-// Package modelfetch downloads a model into a folder before a model server starts: `kiln fetch`,
-// the init container of InferenceServices whose model is not on a claim. It fetches one object
-// over HTTP(S); s3:// and gs:// URIs are read through their public HTTPS endpoints.
+// Package modelfetch puts a model into a folder before a model server starts: `kiln fetch`, the
+// init container of InferenceServices whose model is not on a claim. A URI names one object or,
+// for s3://, a prefix whose objects are all fetched with their layout (a Triton model repository,
+// a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// is read with the
+// AWS SDK through gocloud.dev/blob when credentials are given (AWS_* variables), over its public
+// HTTPS endpoint otherwise; gs:// over its public HTTPS endpoint; http(s):// as it is.
 package modelfetch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,67 +19,272 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/s3blob" // s3:// buckets
+	"gocloud.dev/gcerrors"
 )
 
-// HTTPURL maps a model URI to the HTTPS address it is read from. s3Endpoint, when set (e.g. a
-// MinIO address from AWS_ENDPOINT_URL), serves s3://bucket/key as <endpoint>/bucket/key.
-func HTTPURL(uri, s3Endpoint string) (string, error) {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "", fmt.Errorf("model URI %q: %w", uri, err)
-	}
-	key := strings.TrimPrefix(u.Path, "/")
-	switch u.Scheme {
-	case "http", "https":
-		return uri, nil
-	case "gs":
-		return "https://storage.googleapis.com/" + u.Host + "/" + key, nil
-	case "s3":
-		if s3Endpoint != "" {
-			return strings.TrimSuffix(s3Endpoint, "/") + "/" + u.Host + "/" + key, nil
-		}
-		return "https://" + u.Host + ".s3.amazonaws.com/" + key, nil
-	}
-	return "", fmt.Errorf("model URI %q: scheme %q is not one of http, https, s3, gs (pvc:// is mounted, not fetched)", uri, u.Scheme)
+// Options bound a fetch.
+type Options struct {
+	// MaxBytes stops the fetch once the model grows past it (0: no limit).
+	MaxBytes int64
+	// SHA256 is the hex digest a single-object model must have ("": not checked).
+	SHA256 string
+	// HTTP fetches http(s):// and public s3:// and gs:// objects; default http.DefaultClient.
+	HTTP *http.Client
 }
 
-// Fetch downloads uri into dir, under the object's base name, and returns the file's path.
-func Fetch(ctx context.Context, c *http.Client, uri, s3Endpoint, dir string) (string, error) {
-	src, err := HTTPURL(uri, s3Endpoint)
+// ErrTooLarge is returned when the model grows past Options.MaxBytes.
+var ErrTooLarge = errors.New("the model is larger than its size limit")
+
+// Fetch puts the model at uri into dir and says what it fetched.
+func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
+	if o.HTTP == nil {
+		o.HTTP = http.DefaultClient
+	}
+	u, err := url.Parse(uri)
 	if err != nil {
+		return "", fmt.Errorf("model URI %s: %w", Redact(uri), err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
+	}
+	f := &fetcher{dir: dir, o: o}
+	var single string
+	switch {
+	case u.Scheme == "s3" && hasAWSCredentials():
+		single, err = f.bucket(ctx, u)
+	case u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "s3" || u.Scheme == "gs":
+		single, err = f.http(ctx, uri, u)
+	default:
+		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs (pvc:// is mounted, not fetched)", u.Scheme)
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", Redact(uri), err)
+	}
+	if single == "" {
+		return fmt.Sprintf("%d files, %d bytes", f.files, f.bytes), nil
+	}
+	if o.SHA256 != "" && !strings.EqualFold(o.SHA256, f.digest) {
+		os.Remove(filepath.Join(dir, single))
+		return "", fmt.Errorf("fetching %s: its sha256 is %s, not %s as storage.sha256 says", Redact(uri), f.digest, o.SHA256)
+	}
+	if unpacked, err := unpack(filepath.Join(dir, single), dir, o.MaxBytes); err != nil || unpacked {
+		if err != nil {
+			return "", fmt.Errorf("unpacking %s: %w", single, err)
+		}
+		return fmt.Sprintf("%s (%d bytes), unpacked", single, f.bytes), nil
+	}
+	return fmt.Sprintf("%s (%d bytes)", single, f.bytes), nil
+}
+
+// Redact is uri without its query string and user info (a pre-signed URL's signature, a
+// password): what may appear in errors, logs and statuses.
+func Redact(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		if i := strings.IndexAny(uri, "?#"); i >= 0 {
+			return uri[:i]
+		}
+		return uri
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
+}
+
+// hasAWSCredentials says whether the environment gives the AWS SDK credentials (the variables of
+// storage.secretName, a profile, workload identity); without, s3:// is read anonymously.
+func hasAWSCredentials() bool {
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// fetcher writes into dir and counts what it wrote against the size limit.
+type fetcher struct {
+	dir          string
+	o            Options
+	files, bytes int64
+	digest       string // of the last single object
+}
+
+// save writes r to the relative path rel under dir, through a temporary file.
+func (f *fetcher) save(rel string, r io.Reader) error {
+	dst, err := within(f.dir, rel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".fetch-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), f.limit(r))
+	f.bytes += n
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	f.files++
+	f.digest = hex.EncodeToString(h.Sum(nil))
+	return os.Rename(tmp.Name(), dst)
+}
+
+// limit reads r until the fetch as a whole reaches MaxBytes, then fails with ErrTooLarge.
+func (f *fetcher) limit(r io.Reader) io.Reader {
+	if f.o.MaxBytes <= 0 {
+		return r
+	}
+	return &limited{r: r, left: f.o.MaxBytes - f.bytes}
+}
+
+type limited struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, ErrTooLarge
+	}
+	return n, err
+}
+
+// http fetches one object: http(s):// as it is, s3:// and gs:// through their public HTTPS
+// endpoints (AWS_ENDPOINT_URL: an S3-compatible store). It returns the saved file's name.
+func (f *fetcher) http(ctx context.Context, uri string, u *url.URL) (string, error) {
+	src := uri
+	key := strings.TrimPrefix(u.Path, "/")
+	switch u.Scheme {
+	case "gs":
+		src = "https://storage.googleapis.com/" + u.Host + "/" + key
+	case "s3":
+		src = "https://" + u.Host + ".s3.amazonaws.com/" + key
+		if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
+			src = strings.TrimSuffix(e, "/") + "/" + u.Host + "/" + key
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.Do(req)
+	resp, err := f.o.HTTP.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", src, err)
+		return "", errors.New(strings.ReplaceAll(err.Error(), src, Redact(src)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("fetching %s: %s", src, resp.Status)
+		return "", fmt.Errorf("%s answered %s", Redact(src), resp.Status)
 	}
 	name := path.Base(strings.TrimSuffix(req.URL.Path, "/"))
 	if name == "." || name == "/" || name == "" {
 		name = "model"
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	dest := filepath.Join(dir, name)
-	f, err := os.CreateTemp(dir, ".fetch-*")
+	return name, f.save(name, resp.Body)
+}
+
+// bucket fetches s3://bucket/key: the object key, or every object under the prefix key/ with
+// the layout below it. It returns the saved file's name for a single object, "" for a prefix.
+func (f *fetcher) bucket(ctx context.Context, u *url.URL) (string, error) {
+	b, err := blob.OpenBucket(ctx, bucketURL(u))
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(f.Name())
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return "", fmt.Errorf("fetching %s: %w", src, err)
+	defer b.Close()
+	key := strings.TrimPrefix(u.Path, "/")
+	if key != "" && !strings.HasSuffix(key, "/") {
+		r, err := b.NewReader(ctx, key, nil)
+		if err == nil {
+			defer r.Close()
+			name := path.Base(key)
+			return name, f.save(name, r)
+		}
+		if gcerrors.Code(err) != gcerrors.NotFound {
+			return "", explain(err)
+		}
+		key += "/" // not an object: a prefix
 	}
-	if err := f.Close(); err != nil {
-		return "", err
+	it := b.List(&blob.ListOptions{Prefix: key})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", explain(err)
+		}
+		if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
+			continue
+		}
+		r, err := b.NewReader(ctx, obj.Key, nil)
+		if err != nil {
+			return "", explain(err)
+		}
+		err = f.save(strings.TrimPrefix(obj.Key, key), r)
+		r.Close()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", obj.Key, err)
+		}
 	}
-	return dest, os.Rename(f.Name(), dest)
+	if f.files == 0 {
+		return "", fmt.Errorf("no object %s and no objects under %s", strings.TrimSuffix(key, "/"), key)
+	}
+	return "", nil
+}
+
+// bucketURL is gocloud's URL of u's bucket: AWS_ENDPOINT_URL (an S3-compatible store) with path
+// style addressing, AWS_REGION (us-east-1 when unset, as S3 needs one to sign).
+func bucketURL(u *url.URL) string {
+	q := url.Values{}
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	q.Set("region", region)
+	if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
+		q.Set("endpoint", e)
+		q.Set("use_path_style", "true")
+		if strings.HasPrefix(e, "http://") {
+			q.Set("disable_https", "true")
+		}
+	}
+	return "s3://" + u.Host + "?" + q.Encode()
+}
+
+// explain turns a storage error into what to fix.
+func explain(err error) error {
+	switch gcerrors.Code(err) {
+	case gcerrors.PermissionDenied:
+		return fmt.Errorf("access denied: check the credentials of storage.secretName (%w)", err)
+	case gcerrors.NotFound:
+		return fmt.Errorf("not found: check the bucket and key (%w)", err)
+	}
+	return err
+}
+
+// within is rel under dir, refusing a path that would leave it.
+func within(dir, rel string) (string, error) {
+	clean := filepath.Clean(filepath.FromSlash(rel))
+	if rel == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%q would be written outside the model folder", rel)
+	}
+	return filepath.Join(dir, clean), nil
 }

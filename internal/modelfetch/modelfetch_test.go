@@ -1,50 +1,148 @@
 package modelfetch
 
 import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/kiln-ml/kiln/test/s3server"
 )
 
-func TestHTTPURL(t *testing.T) {
-	tests := map[string]string{
-		"https://example.com/m/model.pt": "https://example.com/m/model.pt",
-		"gs://models/iris/model.joblib":  "https://storage.googleapis.com/models/iris/model.joblib",
-		"s3://models/iris/model.joblib":  "https://models.s3.amazonaws.com/iris/model.joblib",
-	}
-	for in, want := range tests {
-		if got, err := HTTPURL(in, ""); err != nil || got != want {
-			t.Errorf("HTTPURL(%s) = %s, %v; want %s", in, got, err, want)
-		}
-	}
-	if got, _ := HTTPURL("s3://models/a.bin", "http://minio:9000/"); got != "http://minio:9000/models/a.bin" {
-		t.Errorf("with an endpoint: %s", got)
-	}
-	if _, err := HTTPURL("ftp://x/y", ""); err == nil {
-		t.Error("ftp:// accepted")
+// credentials sets the environment of a fetch container given a storage Secret for the server.
+func credentials(t *testing.T, s *s3server.Server, id, secret string) {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": id, "AWS_SECRET_ACCESS_KEY": secret, "AWS_ENDPOINT_URL": s.URL,
+		"AWS_REGION": s3server.Region, "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"} {
+		t.Setenv(k, v)
 	}
 }
 
-func TestFetch(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/models/iris/model.joblib" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write([]byte("weights"))
-	}))
-	defer srv.Close()
-	dir := t.TempDir()
-	got, err := Fetch(context.Background(), srv.Client(), "s3://models/iris/model.joblib", srv.URL, dir)
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(got); string(b) != "weights" {
-		t.Errorf("fetched %q", b)
+	return string(b)
+}
+
+func tarGz(t *testing.T, files map[string]string) []byte {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
 	}
-	if _, err := Fetch(context.Background(), srv.Client(), "s3://models/missing", srv.URL, dir); err == nil {
-		t.Error("a missing model fetched without error")
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+// A private S3 bucket, read with SigV4 credentials: one object, a prefix with its layout (a
+// Triton model repository), an archive unpacked; wrong credentials, a missing key and a model over
+// the size limit fail saying what to fix.
+func TestFetchFromS3(t *testing.T) {
+	s := s3server.Start(t)
+	s.Put(t, "models", "iris/model.joblib", []byte("weights"))
+	s.Put(t, "models", "triton/resnet/config.pbtxt", []byte("name: \"resnet\""))
+	s.Put(t, "models", "triton/resnet/1/model.onnx", []byte("onnx"))
+	s.Put(t, "models", "bert.tar.gz", tarGz(t, map[string]string{"bert/config.json": "{}", "bert/model.bin": "bin"}))
+	ctx := context.Background()
+	ok := Options{}
+	credentials(t, s, s3server.AccessKeyID, s3server.SecretAccessKey)
+
+	dir := t.TempDir()
+	if _, err := Fetch(ctx, "s3://models/iris/model.joblib", dir, ok); err != nil || read(t, filepath.Join(dir, "model.joblib")) != "weights" {
+		t.Fatalf("one object: %v", err)
+	}
+	dir = t.TempDir()
+	if what, err := Fetch(ctx, "s3://models/triton", dir, ok); err != nil || what != "2 files, 18 bytes" {
+		t.Fatalf("a prefix: %q, %v", what, err)
+	}
+	if read(t, filepath.Join(dir, "resnet", "1", "model.onnx")) != "onnx" || read(t, filepath.Join(dir, "resnet", "config.pbtxt")) == "" {
+		t.Error("the prefix's layout was not kept")
+	}
+	dir = t.TempDir()
+	if _, err := Fetch(ctx, "s3://models/bert.tar.gz", dir, ok); err != nil || read(t, filepath.Join(dir, "bert", "model.bin")) != "bin" {
+		t.Fatalf("an archive: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bert.tar.gz")); !os.IsNotExist(err) {
+		t.Error("the archive stays after unpacking")
+	}
+
+	for _, c := range []struct {
+		name, uri, id, secret string
+		max                   int64
+		want                  string
+	}{
+		{"wrong secret", "s3://models/iris/model.joblib", s3server.AccessKeyID, "wrong", 0, "access denied: check the credentials of storage.secretName"},
+		{"unknown key id", "s3://models/triton", "AKIAOTHER", s3server.SecretAccessKey, 0, "access denied"},
+		{"missing", "s3://models/nothing-here", s3server.AccessKeyID, s3server.SecretAccessKey, 0, "no object nothing-here and no objects under nothing-here/"},
+		{"too large", "s3://models/triton", s3server.AccessKeyID, s3server.SecretAccessKey, 10, ErrTooLarge.Error()},
+	} {
+		credentials(t, s, c.id, c.secret)
+		_, err := Fetch(ctx, c.uri, t.TempDir(), Options{MaxBytes: c.max})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// HTTP(S): a digest is checked, an archive's entries may not leave the model folder, and a
+// pre-signed URL's signature never appears in an error.
+func TestFetchOverHTTP(t *testing.T) {
+	evil := tarGz(t, map[string]string{"../../etc/cron.d/evil": "x"})
+	var zipped bytes.Buffer
+	zw := zip.NewWriter(&zipped)
+	w, _ := zw.Create("/abs/model.bin")
+	w.Write([]byte("x"))
+	zw.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/model.pt":
+			w.Write([]byte("weights"))
+		case "/evil.tar.gz":
+			w.Write(evil)
+		case "/evil.zip":
+			w.Write(zipped.Bytes())
+		default:
+			http.Error(w, "no", http.StatusForbidden)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	sum := sha256.Sum256([]byte("weights"))
+	if _, err := Fetch(ctx, srv.URL+"/model.pt", t.TempDir(), Options{SHA256: hex.EncodeToString(sum[:])}); err != nil {
+		t.Errorf("the right digest: %v", err)
+	}
+	if _, err := Fetch(ctx, srv.URL+"/model.pt", t.TempDir(), Options{SHA256: strings.Repeat("0", 64)}); err == nil || !strings.Contains(err.Error(), "not "+strings.Repeat("0", 64)+" as storage.sha256 says") {
+		t.Errorf("a wrong digest: %v", err)
+	}
+	for _, name := range []string{"evil.tar.gz", "evil.zip"} {
+		dir := t.TempDir()
+		_, err := Fetch(ctx, srv.URL+"/"+name, dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), "would be written outside the model folder") {
+			t.Errorf("%s: %v, want the entry refused", name, err)
+		}
+	}
+	_, err := Fetch(ctx, srv.URL+"/private.bin?X-Amz-Signature=secret-signature", t.TempDir(), Options{})
+	if err == nil || strings.Contains(err.Error(), "secret-signature") || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a refused pre-signed URL: %v; want 403 without the signature", err)
+	}
+	if !errors.Is(ErrTooLarge, ErrTooLarge) || Redact("https://u:p@h/x?sig=1#f") != "https://h/x" {
+		t.Errorf("Redact = %q", Redact("https://u:p@h/x?sig=1#f"))
 	}
 }

@@ -80,3 +80,45 @@ func readyPods(t *testing.T, ns, name string) int {
 	}
 	return n
 }
+
+// A private model under an s3:// prefix: the InferenceService becomes Ready, and its pods' fetch
+// container — not the model server — has the storage Secret's credentials.
+func TestPrivateS3ModelIsReadyWithCredentialsOnTheFetchOnly(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-reader", Namespace: ns},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "example", "AWS_REGION": "eu-west-1"}}
+	isvc := &servingv1alpha1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: "triton", Namespace: ns},
+		Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "s3://private-models/triton-repo/", Framework: servingv1alpha1.FrameworkTriton,
+			Storage: &servingv1alpha1.ModelStorage{SecretName: secret.Name}},
+	}
+	for _, o := range []client.Object{secret, isvc} {
+		if err := cluster.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &servingv1alpha1.InferenceService{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+	pods := cluster.Pods(t, ns, map[string]string{"serving.kiln.dev/inferenceservice": "triton"})
+	if len(pods) == 0 {
+		t.Fatal("no pods")
+	}
+	fetch, server := pods[0].Spec.InitContainers[0], pods[0].Spec.Containers[0]
+	if len(fetch.EnvFrom) != 1 || fetch.EnvFrom[0].SecretRef.Name != "s3-reader" || len(server.EnvFrom) != 0 {
+		t.Errorf("fetch envFrom %+v, server envFrom %+v: want the Secret on the fetch container only", fetch.EnvFrom, server.EnvFrom)
+	}
+	for _, e := range server.Env {
+		if strings.HasPrefix(e.Name, "AWS_") {
+			t.Errorf("the model server sees %s", e.Name)
+		}
+	}
+}

@@ -80,6 +80,10 @@ type InferenceServiceSpec struct {
 	// +optional
 	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
 
+	// Storage says how the model is fetched (not for pvc:// models, which are mounted).
+	// +optional
+	Storage *ModelStorage `json:"storage,omitempty"`
+
 	// Pod shapes the model server's pods: placement, identity, environment and security.
 	// +optional
 	Pod *PodOptions `json:"pod,omitempty"`
@@ -91,6 +95,26 @@ type InferenceServiceSpec struct {
 	// Traffic sends a share of requests to a canary model.
 	// +optional
 	Traffic *Traffic `json:"traffic,omitempty"`
+}
+
+// ModelStorage is how `kiln fetch` reads the model.
+type ModelStorage struct {
+	// SecretName is a Secret in the InferenceService's namespace whose keys become the environment
+	// of the fetch container only (the model server never sees them): AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL (an S3-compatible store). Without it,
+	// s3:// and gs:// are read anonymously; with spec.pod.serviceAccountName, through workload
+	// identity.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// SizeLimit bounds the model volume and the fetch, which stops with a clear error when the
+	// model is larger (default 50Gi).
+	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0'))",message="spec.storage.sizeLimit must be positive, e.g. 20Gi"
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+	// SHA256 is the hex digest a single-object model must have; the fetch fails otherwise.
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{64}$`
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // PodOptions go to every pod of the InferenceService as they are. Env and envFrom reach the model

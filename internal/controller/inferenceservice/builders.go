@@ -61,7 +61,7 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	s := serverOf(isvc)
 	labels := selector(isvc, version)
 	pod := podSpec(isvc, predictor(isvc, s))
-	mountModel(&pod, modelURI, fetchImage)
+	mountModel(&pod, modelURI, fetchImage, isvc.Spec.Storage)
 	meta := objectMeta(isvc, predictorName(isvc, version), version)
 	podLabels, podAnnotations := map[string]string{}, map[string]string{}
 	if o := isvc.Spec.Pod; o != nil {
@@ -138,8 +138,9 @@ func podSpec(isvc *servingv1alpha1.InferenceService, server corev1.Container) co
 const DefaultStartupTimeoutSeconds int32 = 600
 
 // mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
-// emptyDir with an init container running `kiln fetch`.
-func mountModel(pod *corev1.PodSpec, uri, fetchImage string) {
+// emptyDir (of storage.sizeLimit) with an init container running `kiln fetch`, which alone gets
+// the storage Secret's variables and tells why it failed in its termination message.
+func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1alpha1.ModelStorage) {
 	if rest, ok := strings.CutPrefix(uri, "pvc://"); ok {
 		claim, path, _ := strings.Cut(rest, "/")
 		pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{
@@ -147,13 +148,28 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string) {
 		pod.Containers[0].VolumeMounts[0].SubPath = path
 		return
 	}
-	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	pod.InitContainers = []corev1.Container{{
+	if storage == nil {
+		storage = &servingv1alpha1.ModelStorage{}
+	}
+	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
+	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
+	fetch := corev1.Container{
 		Name: "model-fetch", Image: fetchImage,
-		Args:         []string{"fetch", "--uri", uri, "--dest", ModelDir},
-		VolumeMounts: []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
-	}}
+		Args:                     []string{"fetch", "--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
+		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if storage.SHA256 != "" {
+		fetch.Args = append(fetch.Args, "--sha256", storage.SHA256)
+	}
+	if storage.SecretName != "" {
+		fetch.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: storage.SecretName}}}}
+	}
+	pod.InitContainers = []corev1.Container{fetch}
 }
+
+// DefaultModelSizeLimit bounds a fetched model unless spec.storage.sizeLimit says otherwise.
+var DefaultModelSizeLimit = resource.MustParse("50Gi")
 
 // desiredService is the stable Service <name> (version "": every version, so replica counts
 // split the traffic) or a per-version Service.

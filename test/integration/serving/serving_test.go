@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,6 +144,9 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		{"unknown framework", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = "tensorflow-serving" }, "spec.framework"},
 		{"custom without image", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = servingv1alpha1.FrameworkCustom }, "spec.image is required with framework custom"},
 		{"unknown URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "ftp://models/iris" }, "spec.modelUri must start with pvc://"},
+		{"a short digest", func(s *servingv1alpha1.InferenceServiceSpec) {
+			s.Storage = &servingv1alpha1.ModelStorage{SHA256: "abc"}
+		}, "spec.storage.sha256"},
 		{"GPU resource without a domain", func(s *servingv1alpha1.InferenceServiceSpec) { s.GPUResource = "gpu" }, "spec.gpuResource must be an extended resource name with a domain"},
 		{"startup timeout of 5 s", func(s *servingv1alpha1.InferenceServiceSpec) { s.StartupTimeoutSeconds = ptr.To[int32](5) }, "spec.startupTimeoutSeconds"},
 		{"unknown canary URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) {
@@ -163,7 +167,7 @@ func TestReadyWithURLAndScale(t *testing.T) {
 	d := deployment(t, ns, "iris-predictor")
 	pod := d.Spec.Template.Spec
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "kiln.dev/kiln:test" ||
-		strings.Join(pod.InitContainers[0].Args, " ") != "fetch --uri s3://models/iris/v1 --dest /mnt/models" {
+		strings.Join(pod.InitContainers[0].Args, " ") != "fetch --uri s3://models/iris/v1 --dest /mnt/models --max-bytes 53687091200" {
 		t.Errorf("init containers %+v: want kiln fetch of the model", pod.InitContainers)
 	}
 	c := pod.Containers[0]
@@ -224,6 +228,27 @@ func TestPodOptionsReachTheDeployment(t *testing.T) {
 	}
 	if env := c.Env[len(c.Env)-1]; env.Name != "HF_HOME" || len(pod.InitContainers[0].Env) != 0 {
 		t.Errorf("server env %v, fetch env %v: want HF_HOME on the server only", c.Env, pod.InitContainers[0].Env)
+	}
+}
+
+// A private model: the storage Secret's variables reach the fetch container only, the model
+// volume and the fetch are bounded by sizeLimit, and the digest is checked.
+func TestStorageCredentialsReachTheFetchOnly(t *testing.T) {
+	ns := env.Namespace(t)
+	create(t, newISVC(ns, "private", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.ModelURI = "s3://private-models/triton-repo/"
+		s.Storage = &servingv1alpha1.ModelStorage{SecretName: "s3-reader", SizeLimit: ptr.To(resource.MustParse("2Gi")), SHA256: strings.Repeat("a", 64)}
+	}))
+	pod := deployment(t, ns, "private-predictor").Spec.Template.Spec
+	fetch, server := pod.InitContainers[0], pod.Containers[0]
+	if len(fetch.EnvFrom) != 1 || fetch.EnvFrom[0].SecretRef.Name != "s3-reader" || len(server.EnvFrom) != 0 {
+		t.Errorf("fetch envFrom %+v, server envFrom %+v: want the Secret on the fetch container only", fetch.EnvFrom, server.EnvFrom)
+	}
+	if args := strings.Join(fetch.Args, " "); !strings.Contains(args, "--max-bytes 2147483648 --sha256 "+strings.Repeat("a", 64)) {
+		t.Errorf("fetch args %q: want the size limit and the digest", args)
+	}
+	if v := pod.Volumes[0].EmptyDir; v == nil || v.SizeLimit.String() != "2Gi" || fetch.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("model volume %+v, termination message policy %q", v, fetch.TerminationMessagePolicy)
 	}
 }
 
