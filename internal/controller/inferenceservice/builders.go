@@ -154,7 +154,7 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
 	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
 	fetch := corev1.Container{
-		Name: "model-fetch", Image: fetchImage,
+		Name: fetchContainer, Image: fetchImage,
 		Args:                     []string{"fetch", "--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
 		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -167,6 +167,9 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	}
 	pod.InitContainers = []corev1.Container{fetch}
 }
+
+// fetchContainer is the init container that fetches the model.
+const fetchContainer = "model-fetch"
 
 // DefaultModelSizeLimit bounds a fetched model unless spec.storage.sizeLimit says otherwise.
 var DefaultModelSizeLimit = resource.MustParse("50Gi")

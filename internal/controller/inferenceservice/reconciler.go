@@ -3,7 +3,8 @@ package inferenceservice
 import (
 	"context"
 	"fmt"
-	"k8s.io/utils/ptr"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +27,7 @@ import (
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/stuck"
 	"github.com/kiln-ml/kiln/internal/tracing"
 	"github.com/kiln-ml/kiln/internal/version"
 )
@@ -131,9 +134,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	st := status(isvc, sc, stableDep, canaryDep, metav1.NewTime(r.clock.Now()))
+	var why trouble
+	if stableDep != nil && stableDep.Status.ReadyReplicas == 0 {
+		if why, err = r.troubleOf(ctx, isvc); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	st := status(isvc, sc, stableDep, canaryDep, why, metav1.NewTime(r.clock.Now()))
+	// Pods failing to start change no Deployment status: look again while none is ready.
+	var result reconcile.Result
+	if !meta.IsStatusConditionTrue(st.Conditions, PredictorReady) {
+		result.RequeueAfter = notReadyRecheck
+	}
 	if equality.Semantic.DeepEqual(st, isvc.Status) {
-		return reconcile.Result{}, nil
+		return result, nil
 	}
 	base := isvc.DeepCopy()
 	isvc.Status = st
@@ -141,7 +155,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	recordReady(base, st)
-	return reconcile.Result{}, nil
+	return result, nil
+}
+
+// notReadyRecheck is how often a predictor with no ready replica is looked at again.
+const notReadyRecheck = 10 * time.Second
+
+// trouble is why the predictor's pods do not become ready, when they say.
+type trouble struct{ reason, message string }
+
+// troubleOf reads the stable version's pods from the apiserver (they are not cached; this runs
+// only while none is ready) and says what keeps the first of them from starting: the model fetch
+// failing (its termination message, which kiln fetch writes without secrets), or a container or
+// the scheduler (stuck.Pod).
+func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService) (trouble, error) {
+	var pods corev1.PodList
+	if err := r.reader.List(ctx, &pods, client.InNamespace(isvc.Namespace), client.MatchingLabels(selector(isvc, stable))); err != nil {
+		return trouble{}, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		for _, cs := range p.Status.InitContainerStatuses {
+			if cs.Name != fetchContainer {
+				continue
+			}
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t != nil && t.ExitCode != 0 {
+				msg := strings.TrimSpace(t.Message)
+				if msg == "" {
+					msg = fmt.Sprintf("exit code %d", t.ExitCode)
+				}
+				return trouble{"ModelFetchFailed", fmt.Sprintf("fetching the model failed in pod %s: %s", p.Name, msg)}, nil
+			}
+		}
+		if reason, msg := stuck.Pod(p, "pod "+p.Name); reason != "" {
+			return trouble{reason, msg}, nil
+		}
+	}
+	return trouble{}, nil
 }
 
 // recordReady observes how long the service took to become Ready: from its creation, or from

@@ -20,8 +20,9 @@ const (
 	ScaleToZero    = "ScaleToZero"
 )
 
-// status derives the status from the Deployments seen now (nil when absent).
-func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
+// status derives the status from the Deployments seen now (nil when absent) and why the
+// predictor's pods do not start, when known.
+func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, why trouble, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
 	st := *isvc.Status.DeepCopy()
 	st.ObservedGeneration = isvc.Generation
 	st.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", isvc.Name, isvc.Namespace)
@@ -42,6 +43,9 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 	}
 	predictorOK, reason, msg := versionReady(stableDep, sc.keda)
+	if !predictorOK && why.reason != "" {
+		reason, msg = why.reason, msg+": "+why.message
+	}
 	set(PredictorReady, predictorOK, reason, msg)
 	ready, readyReason, readyMsg := predictorOK, reason, msg
 	if isvc.Spec.Traffic != nil {

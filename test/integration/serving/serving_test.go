@@ -252,6 +252,34 @@ func TestStorageCredentialsReachTheFetchOnly(t *testing.T) {
 	}
 }
 
+// A fetch that fails (wrong credentials) shows in the InferenceService's status with the fetch
+// container's message, not only in the pod.
+func TestAFailedFetchShowsInTheStatus(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "denied", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.Storage = &servingv1alpha1.ModelStorage{SecretName: "wrong"}
+	}))
+	d := deployment(t, ns, "denied-predictor")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "denied-predictor-abc", Namespace: ns, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	const why = "fetching s3://models/iris/v1: access denied: check the credentials of storage.secretName"
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "model-fetch",
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: why}}}}}
+	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, i, func(fresh *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ModelFetchFailed" || !strings.Contains(c.Message, "fetching the model failed in pod denied-predictor-abc: "+why) {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+}
+
 func TestDriftIsRepaired(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, newISVC(ns, "drift", nil))
