@@ -1,9 +1,10 @@
 // Package modelfetch puts a model into a folder before a model server starts: `kiln fetch`, the
 // init container of InferenceServices whose model is not on a claim. A URI names one object or,
 // for s3://, a prefix whose objects are all fetched with their layout (a Triton model repository,
-// a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// is read with the
-// AWS SDK through gocloud.dev/blob when credentials are given (AWS_* variables), over its public
-// HTTPS endpoint otherwise; gs:// over its public HTTPS endpoint; http(s):// as it is.
+// a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// and gs:// are read
+// with their vendors' SDKs through gocloud.dev/blob, signed with the credentials the environment
+// gives (AWS_* variables, GOOGLE_APPLICATION_CREDENTIALS, workload identity), anonymously without;
+// http(s):// as it is.
 package modelfetch
 
 import (
@@ -20,9 +21,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"cloud.google.com/go/compute/metadata"
+	"cloud.google.com/go/storage"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
 	_ "gocloud.dev/blob/s3blob" // s3:// buckets
 	"gocloud.dev/gcerrors"
+	"google.golang.org/api/option"
 )
 
 // Options bound a fetch.
@@ -52,11 +57,15 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	}
 	f := &fetcher{dir: dir, o: o}
 	var single string
-	switch {
-	case u.Scheme == "s3" && hasAWSCredentials():
-		single, err = f.bucket(ctx, u)
-	case u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "s3" || u.Scheme == "gs":
-		single, err = f.http(ctx, uri, u)
+	switch u.Scheme {
+	case "s3", "gs":
+		var b *blob.Bucket
+		if b, err = openBucket(ctx, u); err == nil {
+			single, err = f.bucket(ctx, b, strings.TrimPrefix(u.Path, "/"))
+			b.Close()
+		}
+	case "http", "https":
+		single, err = f.http(ctx, uri)
 	default:
 		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs (pvc:// is mounted, not fetched)", u.Scheme)
 	}
@@ -102,6 +111,28 @@ func hasAWSCredentials() bool {
 		}
 	}
 	return false
+}
+
+// hasGCPCredentials says whether the environment gives the GCS client credentials. A Secret's
+// GOOGLE_APPLICATION_CREDENTIALS holds the key's JSON, where the client wants a file: it is
+// written to one first. On Google Cloud the metadata server's identity (workload identity)
+// counts; elsewhere, without credentials, gs:// is read anonymously.
+func hasGCPCredentials() (bool, error) {
+	v := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+	if strings.HasPrefix(strings.TrimSpace(v), "{") {
+		f, err := os.CreateTemp("", "gcp-key-*.json")
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		if _, err := f.WriteString(v); err != nil {
+			return false, err
+		}
+		if err := os.Setenv("GOOGLE_APPLICATION_CREDENTIALS", f.Name()); err != nil {
+			return false, err
+		}
+	}
+	return v != "" || os.Getenv("STORAGE_EMULATOR_HOST") != "" || metadata.OnGCE(), nil
 }
 
 // fetcher writes into dir and counts what it wrote against the size limit.
@@ -168,20 +199,8 @@ func (l *limited) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// http fetches one object: http(s):// as it is, s3:// and gs:// through their public HTTPS
-// endpoints (AWS_ENDPOINT_URL: an S3-compatible store). It returns the saved file's name.
-func (f *fetcher) http(ctx context.Context, uri string, u *url.URL) (string, error) {
-	src := uri
-	key := strings.TrimPrefix(u.Path, "/")
-	switch u.Scheme {
-	case "gs":
-		src = "https://storage.googleapis.com/" + u.Host + "/" + key
-	case "s3":
-		src = "https://" + u.Host + ".s3.amazonaws.com/" + key
-		if e := os.Getenv("AWS_ENDPOINT_URL"); e != "" {
-			src = strings.TrimSuffix(e, "/") + "/" + u.Host + "/" + key
-		}
-	}
+// http fetches one http(s):// object and returns the saved file's name.
+func (f *fetcher) http(ctx context.Context, src string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
 		return "", err
@@ -201,15 +220,9 @@ func (f *fetcher) http(ctx context.Context, uri string, u *url.URL) (string, err
 	return name, f.save(name, resp.Body)
 }
 
-// bucket fetches s3://bucket/key: the object key, or every object under the prefix key/ with
-// the layout below it. It returns the saved file's name for a single object, "" for a prefix.
-func (f *fetcher) bucket(ctx context.Context, u *url.URL) (string, error) {
-	b, err := blob.OpenBucket(ctx, bucketURL(u))
-	if err != nil {
-		return "", err
-	}
-	defer b.Close()
-	key := strings.TrimPrefix(u.Path, "/")
+// bucket fetches key from b: the object key, or every object under the prefix key/ with the
+// layout below it. It returns the saved file's name for a single object, "" for a prefix.
+func (f *fetcher) bucket(ctx context.Context, b *blob.Bucket, key string) (string, error) {
 	if key != "" && !strings.HasSuffix(key, "/") {
 		r, err := b.NewReader(ctx, key, nil)
 		if err == nil {
@@ -250,9 +263,26 @@ func (f *fetcher) bucket(ctx context.Context, u *url.URL) (string, error) {
 	return "", nil
 }
 
-// bucketURL is gocloud's URL of u's bucket: AWS_ENDPOINT_URL (an S3-compatible store) with path
-// style addressing, AWS_REGION (us-east-1 when unset, as S3 needs one to sign).
-func bucketURL(u *url.URL) string {
+// openBucket opens u's bucket, signed with the environment's credentials, anonymously without.
+// s3: AWS_ENDPOINT_URL (an S3-compatible store) with path style addressing, AWS_REGION (us-east-1
+// when unset, as S3 needs one to sign). gs: STORAGE_EMULATOR_HOST (an emulator) is honoured;
+// objects are read through the JSON API, as they are listed.
+func openBucket(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	if u.Scheme == "gs" {
+		ok, err := hasGCPCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts := []option.ClientOption{storage.WithJSONReads()}
+		if !ok {
+			opts = append(opts, option.WithoutAuthentication())
+		}
+		c, err := storage.NewClient(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return gcsblob.OpenBucket(ctx, nil, u.Host, &gcsblob.Options{Client: c})
+	}
 	q := url.Values{}
 	region := os.Getenv("AWS_REGION")
 	if region == "" {
@@ -266,7 +296,10 @@ func bucketURL(u *url.URL) string {
 			q.Set("disable_https", "true")
 		}
 	}
-	return "s3://" + u.Host + "?" + q.Encode()
+	if !hasAWSCredentials() {
+		q.Set("anonymous", "true")
+	}
+	return blob.OpenBucket(ctx, "s3://"+u.Host+"?"+q.Encode())
 }
 
 // explain turns a storage error into what to fix.

@@ -9,12 +9,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/kiln-ml/kiln/test/s3server"
 )
@@ -144,5 +147,32 @@ func TestFetchOverHTTP(t *testing.T) {
 	}
 	if !errors.Is(ErrTooLarge, ErrTooLarge) || Redact("https://u:p@h/x?sig=1#f") != "https://h/x" {
 		t.Errorf("Redact = %q", Redact("https://u:p@h/x?sig=1#f"))
+	}
+}
+
+// A GCS bucket (fake-gcs-server, the JSON API in process): one object, a prefix with its layout,
+// a missing object.
+func TestFetchFromGCS(t *testing.T) {
+	obj := func(name, body string) fakestorage.Object {
+		return fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "models", Name: name}, Content: []byte(body)}
+	}
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", Writer: io.Discard,
+		InitialObjects: []fakestorage.Object{obj("iris/model.joblib", "weights"), obj("torchserve/store/mnist.mar", "mar"), obj("torchserve/store/config.properties", "x=1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL(), "http://"))
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := Fetch(ctx, "gs://models/iris/model.joblib", dir, Options{}); err != nil || read(t, filepath.Join(dir, "model.joblib")) != "weights" {
+		t.Fatalf("one object: %v", err)
+	}
+	dir = t.TempDir()
+	if what, err := Fetch(ctx, "gs://models/torchserve", dir, Options{}); err != nil || what != "2 files, 6 bytes" || read(t, filepath.Join(dir, "store", "mnist.mar")) != "mar" {
+		t.Fatalf("a prefix: %q, %v", what, err)
+	}
+	if _, err := Fetch(ctx, "gs://models/gone", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "no object gone") {
+		t.Errorf("a missing object: %v", err)
 	}
 }

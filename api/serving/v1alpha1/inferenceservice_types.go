@@ -101,9 +101,10 @@ type InferenceServiceSpec struct {
 type ModelStorage struct {
 	// SecretName is a Secret in the InferenceService's namespace whose keys become the environment
 	// of the fetch container only (the model server never sees them): AWS_ACCESS_KEY_ID,
-	// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL (an S3-compatible store). Without it,
-	// s3:// and gs:// are read anonymously; with spec.pod.serviceAccountName, through workload
-	// identity.
+	// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL (an S3-compatible store) for s3://;
+	// GOOGLE_APPLICATION_CREDENTIALS (a service account key's JSON) for gs://. Without it, s3://
+	// and gs:// are read anonymously, or through workload identity with
+	// spec.pod.serviceAccountName.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 	// SizeLimit bounds the model volume and the fetch, which stops with a clear error when the
