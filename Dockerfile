@@ -12,10 +12,11 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 RUN v=${VERSION:-$(cat VERSION)} && CGO_ENABLED=0 go build -trimpath \
     -ldflags="-s -w -X github.com/kiln-ml/kiln/internal/version.Version=$v -X github.com/kiln-ml/kiln/internal/version.Commit=$COMMIT" \
-    -o /kiln ./cmd/kiln
+    -o /kiln ./cmd/kiln && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /kiln-fetch ./cmd/kiln-fetch
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /kiln /kiln
+COPY --from=build /kiln-fetch /kiln-fetch
 USER 65532:65532
 ENTRYPOINT ["/kiln"]
 CMD ["manager"]

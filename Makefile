@@ -17,8 +17,9 @@ FUZZ_BUDGET ?= 10000x
 .PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run bench release
 all: build
 
-build: ## Build bin/kiln, stamped with its version (bin/kiln version).
+build: ## Build bin/kiln, stamped with its version (bin/kiln version), and bin/kiln-fetch.
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kiln ./cmd/kiln
+	$(GO) build -o bin/kiln-fetch ./cmd/kiln-fetch
 
 tools: ## Build (once) every pinned control-plane, add-on and generator binary and print their folder.
 	@bash hack/tools.sh all

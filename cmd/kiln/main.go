@@ -24,12 +24,12 @@ import (
 	"github.com/kiln-ml/kiln/internal/version"
 )
 
-const usage = `kiln runs machine-learning workloads on Kubernetes.
+const usage = `kiln runs machine-learning workloads on Kubernetes. (Models are fetched for
+InferenceServices by kiln-fetch, a binary of its own in the same image.)
 
 Usage:
   kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
   kiln dev [flags]       a local cluster with kiln and the sample jobs (what make run does)
-  kiln fetch [flags]     download a model for an InferenceService (its init container)
   kiln wait-for HOST...  wait until HOST resolves (PyTorch workers' init container)
   kiln version           the version, commit, Go and Kubernetes libraries of this build
   kiln install-kubectl DEST
@@ -41,7 +41,6 @@ Usage:
 var commands = map[string]func(args []string) error{
 	"manager":         runManager,
 	"dev":             runDev,
-	"fetch":           runFetch,
 	"wait-for":        runWaitFor,
 	"install-kubectl": runInstallKubectl,
 	"version": func([]string) error {
@@ -98,7 +97,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.GangSchedulerName, "gang-scheduler-name", "", "gang scheduling of jobs with more than one pod: empty uses the cluster's own PodGroups (scheduling.k8s.io/v1beta1) where it serves them; none, native, volcano, scheduler-plugins, or the name of a scheduler running scheduler-plugins' coscheduling (as Kubeflow's flag)")
 	fs.StringVar(&o.MPIRemoteStart, "mpi-remote-start", kubeflowv1.MPIRemoteStartSSH, "how MPIJob launchers start ranks on workers when the job does not say (annotation kiln.dev/mpi-remote-start): ssh, or kubectl-exec, which also lets jobs choose it and needs kiln to hold pods/exec (kustomize component mpi-kubectl-exec, Helm value mpi.kubectlExec)")
 	fs.StringVar(&o.PyTorchInitImage, "pytorch-init-container-image", version.Image(), "image of the PyTorch workers' init container, which runs `kiln wait-for` on the master (kiln's image; default this build's version)")
-	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose `kiln fetch` downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")
+	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose /kiln-fetch downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.PrometheusAddress, "prometheus-address", inferenceservice.DefaultPrometheusAddress, "Prometheus that KEDA queries to scale InferenceServices from zero")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false, "serve /metrics over HTTPS to callers whose token may get the /metrics URL (TokenReview and SubjectAccessReview)")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", 9443, "port of the admission webhook server; 0 serves no webhooks")

@@ -1,4 +1,4 @@
-// Package modelfetch puts a model into a folder before a model server starts: `kiln fetch`, the
+// Package modelfetch puts a model into a folder before a model server starts: kiln-fetch, the
 // init container of InferenceServices whose model is not on a claim. A URI names one object or,
 // for s3://, a prefix whose objects are all fetched with their layout (a Triton model repository,
 // a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// and gs:// are read

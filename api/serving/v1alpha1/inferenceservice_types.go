@@ -97,7 +97,7 @@ type InferenceServiceSpec struct {
 	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
-// ModelStorage is how `kiln fetch` reads the model.
+// ModelStorage is how kiln-fetch reads the model.
 type ModelStorage struct {
 	// SecretName is a Secret in the InferenceService's namespace whose keys become the environment
 	// of the fetch container only (the model server never sees them): AWS_ACCESS_KEY_ID,

@@ -138,7 +138,7 @@ func podSpec(isvc *servingv1alpha1.InferenceService, server corev1.Container) co
 const DefaultStartupTimeoutSeconds int32 = 600
 
 // mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
-// emptyDir (of storage.sizeLimit) with an init container running `kiln fetch`, which alone gets
+// emptyDir (of storage.sizeLimit) with an init container running kiln-fetch, which alone gets
 // the storage Secret's variables and tells why it failed in its termination message.
 func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1alpha1.ModelStorage) {
 	if rest, ok := strings.CutPrefix(uri, "pvc://"); ok {
@@ -154,8 +154,8 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
 	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
 	fetch := corev1.Container{
-		Name: fetchContainer, Image: fetchImage,
-		Args:                     []string{"fetch", "--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
+		Name: fetchContainer, Image: fetchImage, Command: []string{FetchCommand},
+		Args:                     []string{"--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
 		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
@@ -168,8 +168,12 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	pod.InitContainers = []corev1.Container{fetch}
 }
 
-// fetchContainer is the init container that fetches the model.
-const fetchContainer = "model-fetch"
+// fetchContainer is the init container that fetches the model, running FetchCommand of the
+// fetch image (kiln's: cmd/kiln-fetch).
+const (
+	fetchContainer = "model-fetch"
+	FetchCommand   = "/kiln-fetch"
+)
 
 // DefaultModelSizeLimit bounds a fetched model unless spec.storage.sizeLimit says otherwise.
 var DefaultModelSizeLimit = resource.MustParse("50Gi")

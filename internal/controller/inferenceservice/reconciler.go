@@ -50,7 +50,7 @@ const DefaultPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090
 
 // Options are the operator-level settings of the controller.
 type Options struct {
-	// FetchImage runs `kiln fetch` in the init container that downloads http(s)/s3/gs models.
+	// FetchImage runs /kiln-fetch in the init container that downloads http(s)/s3/gs models.
 	FetchImage string
 	// PrometheusAddress is the server KEDA queries for request rates.
 	PrometheusAddress string
@@ -166,7 +166,7 @@ type trouble struct{ reason, message string }
 
 // troubleOf reads the stable version's pods from the apiserver (they are not cached; this runs
 // only while none is ready) and says what keeps the first of them from starting: the model fetch
-// failing (its termination message, which kiln fetch writes without secrets), or a container or
+// failing (its termination message, which kiln-fetch writes without secrets), or a container or
 // the scheduler (stuck.Pod).
 func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService) (trouble, error) {
 	var pods corev1.PodList

@@ -167,8 +167,9 @@ func TestReadyWithURLAndScale(t *testing.T) {
 	d := deployment(t, ns, "iris-predictor")
 	pod := d.Spec.Template.Spec
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "kiln.dev/kiln:test" ||
-		strings.Join(pod.InitContainers[0].Args, " ") != "fetch --uri s3://models/iris/v1 --dest /mnt/models --max-bytes 53687091200" {
-		t.Errorf("init containers %+v: want kiln fetch of the model", pod.InitContainers)
+		strings.Join(pod.InitContainers[0].Command, " ") != "/kiln-fetch" ||
+		strings.Join(pod.InitContainers[0].Args, " ") != "--uri s3://models/iris/v1 --dest /mnt/models --max-bytes 53687091200" {
+		t.Errorf("init containers %+v: want kiln-fetch of the model", pod.InitContainers)
 	}
 	c := pod.Containers[0]
 	if c.ReadinessProbe.HTTPGet.Path != "/v2/health/ready" || c.LivenessProbe.HTTPGet.Path != "/v2/health/live" || c.Ports[0].ContainerPort != 8080 {

@@ -1,3 +1,7 @@
+// Command kiln-fetch puts an InferenceService's model into a folder before its server starts: the
+// init container of InferenceServices whose model is not on a claim (see internal/modelfetch). It
+// is a binary of its own, in kiln's image beside /kiln, so that the storage SDKs it links (about
+// 30 MiB of memory at start) stay out of the manager.
 package main
 
 import (
@@ -12,9 +16,15 @@ import (
 	"github.com/kiln-ml/kiln/internal/modelfetch"
 )
 
-// runFetch is `kiln fetch --uri URI --dest DIR`, the init container of InferenceServices.
-func runFetch(args []string) error {
-	fs := flag.NewFlagSet("kiln fetch", flag.ContinueOnError)
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "kiln-fetch:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("kiln-fetch", flag.ContinueOnError)
 	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key (or a prefix) or gs://bucket/key")
 	dest := fs.String("dest", "/mnt/models", "folder to download into")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
