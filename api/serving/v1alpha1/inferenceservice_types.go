@@ -7,30 +7,38 @@ import (
 )
 
 // Framework is the model server that serves the model.
-// +kubebuilder:validation:Enum=triton;torchserve;mlserver;sklearn;xgboost;custom
+// +kubebuilder:validation:Enum=triton;torchserve;mlserver;sklearn;xgboost;tensorflow;onnx;huggingface;vllm;custom
 type Framework string
 
 const (
-	FrameworkTriton     Framework = "triton"
-	FrameworkTorchServe Framework = "torchserve"
-	FrameworkMLServer   Framework = "mlserver"
-	FrameworkSKLearn    Framework = "sklearn" // MLServer's scikit-learn runtime
-	FrameworkXGBoost    Framework = "xgboost" // MLServer's XGBoost runtime
-	FrameworkCustom     Framework = "custom"
+	FrameworkTriton      Framework = "triton"
+	FrameworkTorchServe  Framework = "torchserve"
+	FrameworkMLServer    Framework = "mlserver"
+	FrameworkSKLearn     Framework = "sklearn"     // MLServer's scikit-learn runtime
+	FrameworkXGBoost     Framework = "xgboost"     // MLServer's XGBoost runtime
+	FrameworkTensorFlow  Framework = "tensorflow"  // TensorFlow Serving
+	FrameworkONNX        Framework = "onnx"        // through Triton
+	FrameworkHuggingFace Framework = "huggingface" // through vLLM
+	FrameworkVLLM        Framework = "vllm"        // an OpenAI-compatible LLM server
+	FrameworkCustom      Framework = "custom"
 )
 
 // InferenceServiceSpec describes a model endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || self.maxReplicas >= (has(self.minReplicas) ? self.minReplicas : 1)",message="spec.maxReplicas must be at least spec.minReplicas"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'custom' || has(self.image)",message="spec.image is required with framework custom: name the image of your model server"
+// +kubebuilder:validation:XValidation:rule="(!self.modelUri.startsWith('hf://') && (!has(self.traffic) || !self.traffic.canaryVersion.startsWith('hf://'))) || self.framework in ['vllm', 'huggingface']",message="spec.modelUri hf:// needs framework vllm or huggingface, whose server downloads the model; for other servers put the model in s3://, gs://, http(s):// or a pvc://"
 type InferenceServiceSpec struct {
-	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only), or http://,
+	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only); http://,
 	// https://, s3:// or gs:// (fetched into an emptyDir by an init container before the server
-	// starts).
+	// starts: one object, or every object under a prefix); hf://<org>/<model> (vllm and
+	// huggingface, whose server downloads it).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3:// or gs://"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs:// or hf:// (vllm and huggingface)"
 	ModelURI string `json:"modelUri"`
 
-	// Framework is triton, torchserve, mlserver, sklearn, xgboost (MLServer runtimes) or custom.
+	// Framework is triton, torchserve, mlserver, sklearn, xgboost (MLServer runtimes),
+	// tensorflow (TensorFlow Serving), onnx (Triton), vllm or huggingface (vLLM's OpenAI-compatible
+	// server, tensor-parallel over the replica's GPUs) or custom.
 	Framework Framework `json:"framework"`
 
 	// Image overrides the framework's server image; required for custom.
@@ -164,7 +172,7 @@ type ServingResources struct {
 // to the canary's and remove traffic. Roll back: remove traffic.
 type Traffic struct {
 	// CanaryVersion is the model URI of the canary, in the same forms as modelUri.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3:// or gs://"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3://, gs:// or hf://"
 	CanaryVersion string `json:"canaryVersion"`
 	// CanaryPercent is the share of requests the canary gets, 0 to 100.
 	// +kubebuilder:validation:Minimum=0

@@ -1,6 +1,7 @@
 package inferenceservice
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,12 +67,16 @@ func TestServers(t *testing.T) {
 		{servingv1alpha1.FrameworkTriton, 8000, "/v2/health/ready"},
 		{servingv1alpha1.FrameworkTorchServe, 8080, "/ping"},
 		{servingv1alpha1.FrameworkMLServer, 8080, "/v2/health/ready"},
+		{servingv1alpha1.FrameworkTensorFlow, 8501, "/v1/models/model"},
+		{servingv1alpha1.FrameworkONNX, 8000, "/v2/health/ready"},
+		{servingv1alpha1.FrameworkVLLM, 8000, "/health"},
+		{servingv1alpha1.FrameworkHuggingFace, 8000, "/health"},
 		{servingv1alpha1.FrameworkCustom, 8080, ""},
 	}
 	for _, tc := range tests {
 		i := isvc(nil, nil, -1)
 		i.Spec.Framework, i.Spec.Image = tc.framework, "my/image:1"
-		c := predictor(i, serverOf(i))
+		c := predictor(i, serverOf(i), i.Spec.ModelURI)
 		if c.Image != "my/image:1" || c.Ports[0].ContainerPort != tc.port {
 			t.Errorf("%s: image %s port %d", tc.framework, c.Image, c.Ports[0].ContainerPort)
 		}
@@ -159,5 +164,26 @@ func TestPodsFitRealClusters(t *testing.T) {
 	cpu := isvc(nil, nil, -1)
 	if got := desiredDeployment(cpu, stable, cpu.Spec.ModelURI, "kiln", nil).Spec.Template.Spec.Tolerations; len(got) != 0 {
 		t.Errorf("a CPU model tolerates %v", got)
+	}
+}
+
+// An LLM from the Hugging Face Hub on 2 GPUs: vLLM downloads it into a writable model volume (no
+// fetch container) and splits its tensors over the GPUs.
+func TestLLMFromTheHub(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Spec.Framework, i.Spec.ModelURI, i.Spec.GPUPerReplica = servingv1alpha1.FrameworkVLLM, "hf://meta-llama/Llama-3.1-8B-Instruct", 2
+	pod := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil).Spec.Template.Spec
+	c := pod.Containers[0]
+	want := "--model meta-llama/Llama-3.1-8B-Instruct --served-model-name model --port 8000 --tensor-parallel-size 2"
+	if got := strings.Join(c.Args, " "); got != want || c.Image != "vllm/vllm-openai:v0.6.3" {
+		t.Errorf("vLLM runs %s %q, want %q", c.Image, got, want)
+	}
+	if len(pod.InitContainers) != 0 || c.VolumeMounts[0].ReadOnly || pod.Volumes[0].EmptyDir == nil {
+		t.Errorf("init containers %v, mount %+v: want no fetch and a writable model volume", pod.InitContainers, c.VolumeMounts[0])
+	}
+	tf := isvc(nil, nil, -1)
+	tf.Spec.Framework, tf.Spec.GPUPerReplica = servingv1alpha1.FrameworkTensorFlow, 1
+	if img := serverOf(tf).image; img != "tensorflow/serving:2.17.0-gpu" {
+		t.Errorf("TensorFlow Serving with a GPU runs %s", img)
 	}
 }
