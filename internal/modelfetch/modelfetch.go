@@ -4,7 +4,7 @@
 // a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// and gs:// are read
 // with their vendors' SDKs through gocloud.dev/blob, signed with the credentials the environment
 // gives (AWS_* variables, GOOGLE_APPLICATION_CREDENTIALS, workload identity), anonymously without;
-// http(s):// as it is.
+// hf://<org>/<model>[@<revision>] through the Hugging Face Hub's API (HF_TOKEN); http(s):// as it is.
 package modelfetch
 
 import (
@@ -66,8 +66,10 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 		}
 	case "http", "https":
 		single, err = f.http(ctx, uri)
+	case "hf":
+		err = f.hub(ctx, u)
 	default:
-		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs (pvc:// is mounted, not fetched)", u.Scheme)
+		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs, hf (pvc:// is mounted, not fetched)", u.Scheme)
 	}
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", Redact(uri), err)

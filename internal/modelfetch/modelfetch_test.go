@@ -176,3 +176,35 @@ func TestFetchFromGCS(t *testing.T) {
 		t.Errorf("a missing object: %v", err)
 	}
 }
+
+// A Hugging Face Hub model (the Hub's API served by a test server): every file at a revision, the
+// token sent; a gated model without access says what to do.
+func TestFetchFromTheHub(t *testing.T) {
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer hf_good" {
+			http.Error(w, "gated", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/api/models/org/tiny/revision/v1":
+			w.Write([]byte(`{"siblings":[{"rfilename":"config.json"},{"rfilename":"tokenizer/vocab.txt"}]}`))
+		case "/org/tiny/resolve/v1/config.json":
+			w.Write([]byte("{}"))
+		case "/org/tiny/resolve/v1/tokenizer/vocab.txt":
+			w.Write([]byte("a\nb\n"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer hub.Close()
+	t.Setenv("HF_ENDPOINT", hub.URL)
+	t.Setenv("HF_TOKEN", "hf_good")
+	dir := t.TempDir()
+	if what, err := Fetch(context.Background(), "hf://org/tiny@v1", dir, Options{}); err != nil || what != "2 files, 6 bytes" || read(t, filepath.Join(dir, "tokenizer", "vocab.txt")) != "a\nb\n" {
+		t.Fatalf("fetched %q: %v", what, err)
+	}
+	t.Setenv("HF_TOKEN", "")
+	if _, err := Fetch(context.Background(), "hf://org/tiny@v1", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "needs HF_TOKEN in storage.secretName") {
+		t.Errorf("a gated model without a token: %v", err)
+	}
+}

@@ -26,14 +26,13 @@ const (
 // InferenceServiceSpec describes a model endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || self.maxReplicas >= (has(self.minReplicas) ? self.minReplicas : 1)",message="spec.maxReplicas must be at least spec.minReplicas"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'custom' || has(self.image)",message="spec.image is required with framework custom: name the image of your model server"
-// +kubebuilder:validation:XValidation:rule="(!self.modelUri.startsWith('hf://') && (!has(self.traffic) || !self.traffic.canaryVersion.startsWith('hf://'))) || self.framework in ['vllm', 'huggingface']",message="spec.modelUri hf:// needs framework vllm or huggingface, whose server downloads the model; for other servers put the model in s3://, gs://, http(s):// or a pvc://"
 type InferenceServiceSpec struct {
 	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only); http://,
 	// https://, s3:// or gs:// (fetched into an emptyDir by an init container before the server
-	// starts: one object, or every object under a prefix); hf://<org>/<model> (vllm and
-	// huggingface, whose server downloads it).
+	// starts: one object, or every object under a prefix); hf://<org>/<model>[@<revision>] (every
+	// file of a Hugging Face Hub model, fetched likewise).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs:// or hf:// (vllm and huggingface)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs:// or hf://"
 	ModelURI string `json:"modelUri"`
 
 	// Framework is triton, torchserve, mlserver, sklearn, xgboost (MLServer runtimes),
@@ -110,7 +109,8 @@ type ModelStorage struct {
 	// SecretName is a Secret in the InferenceService's namespace whose keys become the environment
 	// of the fetch container only (the model server never sees them): AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL (an S3-compatible store) for s3://;
-	// GOOGLE_APPLICATION_CREDENTIALS (a service account key's JSON) for gs://. Without it, s3://
+	// GOOGLE_APPLICATION_CREDENTIALS (a service account key's JSON) for gs://; HF_TOKEN for a
+	// gated or private hf:// model. Without it, s3://
 	// and gs:// are read anonymously, or through workload identity with
 	// spec.pod.serviceAccountName.
 	// +optional

@@ -60,7 +60,7 @@ func objectMeta(isvc *servingv1alpha1.InferenceService, name, version string) me
 func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI, fetchImage string, replicas *int32) *appsv1.Deployment {
 	s := serverOf(isvc)
 	labels := selector(isvc, version)
-	pod := podSpec(isvc, predictor(isvc, s, modelURI))
+	pod := podSpec(isvc, predictor(isvc, s))
 	mountModel(&pod, modelURI, fetchImage, isvc.Spec.Storage)
 	meta := objectMeta(isvc, predictorName(isvc, version), version)
 	podLabels, podAnnotations := map[string]string{}, map[string]string{}
@@ -88,7 +88,7 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	}
 }
 
-func predictor(isvc *servingv1alpha1.InferenceService, s server, modelURI string) corev1.Container {
+func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Container {
 	r := isvc.Spec.Resources
 	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
 	set := func(l corev1.ResourceList, name corev1.ResourceName, q *resource.Quantity) {
@@ -105,7 +105,7 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server, modelURI string
 	}
 	c := corev1.Container{
 		Name: "predictor", Image: s.image,
-		Args:           append(s.args(modelArg(modelURI), s.port, isvc.Spec.GPUPerReplica), isvc.Spec.Args...),
+		Args:           append(s.args(s.port, isvc.Spec.GPUPerReplica), isvc.Spec.Args...),
 		Env:            s.env,
 		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}},
 		StartupProbe:   s.startupProbe(ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)),
@@ -137,17 +137,7 @@ func podSpec(isvc *servingv1alpha1.InferenceService, server corev1.Container) co
 // DefaultStartupTimeoutSeconds is how long a replica may load its model unless the spec says.
 const DefaultStartupTimeoutSeconds int32 = 600
 
-// modelArg is how a server that loads its model itself names it: the Hugging Face repository of
-// an hf:// URI, ModelDir for every other URI (the model is there).
-func modelArg(uri string) string {
-	if repo, ok := strings.CutPrefix(uri, "hf://"); ok {
-		return repo
-	}
-	return ModelDir
-}
-
-// mountModel mounts pvc://claim/path read-only at ModelDir, gives a server that downloads an
-// hf:// model itself a writable emptyDir there, or fetches any other URI into an
+// mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
 // emptyDir (of storage.sizeLimit) with an init container running kiln-fetch, which alone gets
 // the storage Secret's variables and tells why it failed in its termination message.
 func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1alpha1.ModelStorage) {
@@ -163,10 +153,6 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	}
 	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
 	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
-	if strings.HasPrefix(uri, "hf://") {
-		pod.Containers[0].VolumeMounts[0].ReadOnly = false // the server downloads into it
-		return
-	}
 	fetch := corev1.Container{
 		Name: fetchContainer, Image: fetchImage, Command: []string{FetchCommand},
 		Args:                     []string{"--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},

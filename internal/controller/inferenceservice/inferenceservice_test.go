@@ -76,7 +76,7 @@ func TestServers(t *testing.T) {
 	for _, tc := range tests {
 		i := isvc(nil, nil, -1)
 		i.Spec.Framework, i.Spec.Image = tc.framework, "my/image:1"
-		c := predictor(i, serverOf(i), i.Spec.ModelURI)
+		c := predictor(i, serverOf(i))
 		if c.Image != "my/image:1" || c.Ports[0].ContainerPort != tc.port {
 			t.Errorf("%s: image %s port %d", tc.framework, c.Image, c.Ports[0].ContainerPort)
 		}
@@ -167,19 +167,19 @@ func TestPodsFitRealClusters(t *testing.T) {
 	}
 }
 
-// An LLM from the Hugging Face Hub on 2 GPUs: vLLM downloads it into a writable model volume (no
-// fetch container) and splits its tensors over the GPUs.
+// An LLM from the Hugging Face Hub on 2 GPUs: kiln-fetch downloads it (the token stays with the
+// fetch container), vLLM loads it from the model folder and splits its tensors over the GPUs.
 func TestLLMFromTheHub(t *testing.T) {
 	i := isvc(nil, nil, -1)
 	i.Spec.Framework, i.Spec.ModelURI, i.Spec.GPUPerReplica = servingv1alpha1.FrameworkVLLM, "hf://meta-llama/Llama-3.1-8B-Instruct", 2
 	pod := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil).Spec.Template.Spec
 	c := pod.Containers[0]
-	want := "--model meta-llama/Llama-3.1-8B-Instruct --served-model-name model --port 8000 --tensor-parallel-size 2"
+	want := "--model /mnt/models --served-model-name model --port 8000 --tensor-parallel-size 2"
 	if got := strings.Join(c.Args, " "); got != want || c.Image != "vllm/vllm-openai:v0.6.3" {
 		t.Errorf("vLLM runs %s %q, want %q", c.Image, got, want)
 	}
-	if len(pod.InitContainers) != 0 || c.VolumeMounts[0].ReadOnly || pod.Volumes[0].EmptyDir == nil {
-		t.Errorf("init containers %v, mount %+v: want no fetch and a writable model volume", pod.InitContainers, c.VolumeMounts[0])
+	if len(pod.InitContainers) != 1 || !strings.Contains(strings.Join(pod.InitContainers[0].Args, " "), "--uri hf://meta-llama/Llama-3.1-8B-Instruct") {
+		t.Errorf("init containers %+v: want kiln-fetch of the Hub model", pod.InitContainers)
 	}
 	tf := isvc(nil, nil, -1)
 	tf.Spec.Framework, tf.Spec.GPUPerReplica = servingv1alpha1.FrameworkTensorFlow, 1

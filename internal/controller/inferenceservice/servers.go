@@ -18,9 +18,8 @@ const ModelDir = "/mnt/models"
 type server struct {
 	image string
 	port  int32
-	// args run the server on the model in ModelDir (or named by model, for servers that load it
-	// themselves), listening on port, using gpus GPUs.
-	args func(model string, port, gpus int32) []string
+	// args run the server on the model in ModelDir, listening on port, using gpus GPUs.
+	args func(port, gpus int32) []string
 	env  []corev1.EnvVar
 	// live and ready are HTTP health paths; empty means a TCP check on the port.
 	live, ready string
@@ -32,17 +31,15 @@ var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
 const torchServeGPUImage = "pytorch/torchserve:0.11.0-gpu"
 
 var triton = server{image: "nvcr.io/nvidia/tritonserver:24.08-py3", port: 8000, live: v2Live, ready: v2Ready,
-	args: func(_ string, port, _ int32) []string {
+	args: func(port, _ int32) []string {
 		return []string{"tritonserver", "--model-repository=" + ModelDir, "--http-port=" + itoa(port)}
 	}}
 
 // vllm serves an LLM through an OpenAI-compatible API, its tensors split over the replica's
-// GPUs. An hf:// model it downloads itself (HF_TOKEN from spec.pod.env or envFrom for a gated
-// one), into the model volume.
+// GPUs.
 var vllm = server{image: "vllm/vllm-openai:v0.6.3", port: 8000, live: "/health", ready: "/health",
-	env: []corev1.EnvVar{{Name: "HF_HOME", Value: ModelDir + "/.hf"}},
-	args: func(model string, port, gpus int32) []string {
-		args := []string{"--model", model, "--served-model-name", "model", "--port", itoa(port)}
+	args: func(port, gpus int32) []string {
+		args := []string{"--model", ModelDir, "--served-model-name", "model", "--port", itoa(port)}
 		if gpus > 1 {
 			args = append(args, "--tensor-parallel-size", itoa(gpus))
 		}
@@ -54,7 +51,7 @@ const tensorFlowGPUImage = "tensorflow/serving:2.17.0-gpu"
 
 func mlserver(impl string) server {
 	s := server{image: "seldonio/mlserver:1.6.1", port: 8080, live: v2Live, ready: v2Ready,
-		args: func(string, int32, int32) []string { return []string{"mlserver", "start", ModelDir} }}
+		args: func(int32, int32) []string { return []string{"mlserver", "start", ModelDir} }}
 	s.env = []corev1.EnvVar{{Name: "MLSERVER_MODEL_URI", Value: ModelDir}, {Name: "MLSERVER_MODEL_NAME", Value: "model"}}
 	if impl != "" {
 		s.env = append(s.env, corev1.EnvVar{Name: "MLSERVER_MODEL_IMPLEMENTATION", Value: impl})
@@ -66,19 +63,19 @@ var servers = map[servingv1alpha1.Framework]server{
 	servingv1alpha1.FrameworkTriton: triton,
 	servingv1alpha1.FrameworkONNX:   triton, // ONNX models in a Triton model repository
 	servingv1alpha1.FrameworkTensorFlow: {image: "tensorflow/serving:2.17.0", port: 8501, ready: "/v1/models/model",
-		args: func(_ string, port, _ int32) []string {
+		args: func(port, _ int32) []string {
 			return []string{"tensorflow_model_server", "--model_name=model", "--model_base_path=" + ModelDir, "--rest_api_port=" + itoa(port), "--port=8500"}
 		}},
 	servingv1alpha1.FrameworkVLLM:        vllm,
 	servingv1alpha1.FrameworkHuggingFace: vllm, // Hugging Face models behind vLLM's OpenAI-compatible server
 	servingv1alpha1.FrameworkTorchServe: {image: "pytorch/torchserve:0.11.0-cpu", port: 8080, live: "/ping", ready: "/ping",
-		args: func(string, int32, int32) []string {
+		args: func(int32, int32) []string {
 			return []string{"torchserve", "--start", "--foreground", "--model-store=" + ModelDir, "--models", "all"}
 		}},
 	servingv1alpha1.FrameworkMLServer: mlserver(""),
 	servingv1alpha1.FrameworkSKLearn:  mlserver("mlserver_sklearn.SKLearnModel"),
 	servingv1alpha1.FrameworkXGBoost:  mlserver("mlserver_xgboost.XGBoostModel"),
-	servingv1alpha1.FrameworkCustom:   {port: 8080, args: func(string, int32, int32) []string { return nil }},
+	servingv1alpha1.FrameworkCustom:   {port: 8080, args: func(int32, int32) []string { return nil }},
 }
 
 // serverOf is the framework's server with the spec's overrides applied.

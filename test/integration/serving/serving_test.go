@@ -144,7 +144,6 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		{"unknown framework", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = "tensorflow-serving" }, "spec.framework"},
 		{"custom without image", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = servingv1alpha1.FrameworkCustom }, "spec.image is required with framework custom"},
 		{"unknown URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "ftp://models/iris" }, "spec.modelUri must start with pvc://"},
-		{"hf:// for Triton", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "hf://org/model" }, "spec.modelUri hf:// needs framework vllm or huggingface"},
 		{"a short digest", func(s *servingv1alpha1.InferenceServiceSpec) {
 			s.Storage = &servingv1alpha1.ModelStorage{SHA256: "abc"}
 		}, "spec.storage.sha256"},
