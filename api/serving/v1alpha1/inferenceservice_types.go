@@ -130,28 +130,40 @@ type ModelStorage struct {
 // server's container only (not the model fetch). Labels and annotations are added to the pods'
 // own; kiln's (the selector, the model URI) win.
 type PodOptions struct {
+	// Labels are added to the pods' labels.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to the pods' annotations.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// NodeSelector places the pods on nodes with these labels.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the pods (replicas asking for GPUs also tolerate the GPU resource's taint).
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the pods.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// ServiceAccountName the pods run as (workload identity for the model fetch).
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets for private server images.
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// Env of the model server's container.
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// EnvFrom of the model server's container.
 	// +optional
 	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+	// SecurityContext of the pods.
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// RuntimeClassName of the pods, e.g. nvidia.
 	// +optional
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// PriorityClassName of the pods.
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
