@@ -58,8 +58,8 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 	return r
 }
 
-// SetupWithManager watches PyJobs, the Jobs, services, claims and script ConfigMaps they own, and their pods (for
-// the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
+// SetupWithManager watches PyJobs, the Jobs, services, claims and script ConfigMaps they own, and
+// their pods (for the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[LabelPyJob]; name != "" {
@@ -82,8 +82,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
 }
 
-// Reconcile creates what the PyJob needs, keeps the Job's changeable fields in line, writes the status and
-// deletes the PyJob once its TTL after finishing ran out.
+// Reconcile creates what the PyJob needs, keeps the Job's changeable fields in line, writes the
+// status and deletes the PyJob once its TTL after finishing ran out.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile PyJob", tracing.Object("PyJob", req.Namespace, req.Name)...)
 	defer func() { end(err) }()
