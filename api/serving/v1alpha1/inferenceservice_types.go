@@ -26,6 +26,7 @@ const (
 // InferenceServiceSpec describes a model endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || self.maxReplicas >= (has(self.minReplicas) ? self.minReplicas : 1)",message="spec.maxReplicas must be at least spec.minReplicas"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'custom' || has(self.image)",message="spec.image is required with framework custom: name the image of your model server"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenAuth) || self.framework == 'torchserve'",message="spec.tokenAuth is TorchServe's: it needs framework torchserve"
 type InferenceServiceSpec struct {
 	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only); http://,
 	// https://, s3:// or gs:// (fetched into an emptyDir by an init container before the server
@@ -86,6 +87,14 @@ type InferenceServiceSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+
+	// TokenAuth is TorchServe's token authorization (framework torchserve only): Enabled, its
+	// default — every call needs a key from the key_file.json TorchServe writes into its working
+	// directory at start (read it with kubectl exec) — or Disabled (--disable-token-auth), for a
+	// server reached only inside the cluster or behind a gateway that authenticates.
+	// +kubebuilder:validation:Enum=Enabled;Disabled
+	// +optional
+	TokenAuth string `json:"tokenAuth,omitempty"`
 
 	// Storage says how the model is fetched (not for pvc:// models, which are mounted).
 	// +optional

@@ -105,7 +105,7 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 	}
 	c := corev1.Container{
 		Name: "predictor", Image: s.image,
-		Args:           append(s.args(s.port, isvc.Spec.GPUPerReplica), isvc.Spec.Args...),
+		Args:           append(serverArgs(isvc, s), isvc.Spec.Args...),
 		Env:            s.env,
 		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}},
 		StartupProbe:   s.startupProbe(ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)),
@@ -119,6 +119,16 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 		c.EnvFrom = o.EnvFrom
 	}
 	return c
+}
+
+// serverArgs are the framework's arguments for the spec: TorchServe without token authorization
+// only when spec.tokenAuth says Disabled.
+func serverArgs(isvc *servingv1alpha1.InferenceService, s server) []string {
+	args := s.args(s.port, isvc.Spec.GPUPerReplica)
+	if isvc.Spec.Framework == servingv1alpha1.FrameworkTorchServe && isvc.Spec.TokenAuth == "Disabled" {
+		args = append(args, "--disable-token-auth")
+	}
+	return args
 }
 
 // podSpec is the pod of a replica running server, shaped by spec.pod; replicas asking for GPUs

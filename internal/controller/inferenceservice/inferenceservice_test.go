@@ -187,3 +187,16 @@ func TestLLMFromTheHub(t *testing.T) {
 		t.Errorf("TensorFlow Serving with a GPU runs %s", img)
 	}
 }
+
+// TorchServe keeps its token authorization unless the spec turns it off.
+func TestTorchServeTokenAuth(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Spec.Framework = servingv1alpha1.FrameworkTorchServe
+	if args := strings.Join(predictor(i, serverOf(i)).Args, " "); strings.Contains(args, "--disable-token-auth") {
+		t.Errorf("TorchServe by default runs %q: want token authorization kept", args)
+	}
+	i.Spec.TokenAuth = "Disabled"
+	if args := strings.Join(predictor(i, serverOf(i)).Args, " "); !strings.HasSuffix(args, "--models all --disable-token-auth") {
+		t.Errorf("tokenAuth Disabled runs %q", args)
+	}
+}

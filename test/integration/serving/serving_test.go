@@ -144,6 +144,7 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		{"unknown framework", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = "tensorflow-serving" }, "spec.framework"},
 		{"custom without image", func(s *servingv1alpha1.InferenceServiceSpec) { s.Framework = servingv1alpha1.FrameworkCustom }, "spec.image is required with framework custom"},
 		{"unknown URI scheme", func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "ftp://models/iris" }, "spec.modelUri must start with pvc://"},
+		{"tokenAuth for Triton", func(s *servingv1alpha1.InferenceServiceSpec) { s.TokenAuth = "Disabled" }, "spec.tokenAuth is TorchServe's"},
 		{"a short digest", func(s *servingv1alpha1.InferenceServiceSpec) {
 			s.Storage = &servingv1alpha1.ModelStorage{SHA256: "abc"}
 		}, "spec.storage.sha256"},
