@@ -122,3 +122,66 @@ func TestPrivateS3ModelIsReadyWithCredentialsOnTheFetchOnly(t *testing.T) {
 		}
 	}
 }
+
+// A new model version whose pods cannot be scheduled does not become active: the old version
+// serves, Ready says the rollout is held and why, activeVersion stays; fixing the spec completes
+// the rollout.
+func TestARolloutThatCannotBeScheduledKeepsTheOldVersion(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	isvc := &servingv1alpha1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: "roll", Namespace: ns},
+		Spec:       servingv1alpha1.InferenceServiceSpec{ModelURI: "gs://models/iris/v1", Framework: servingv1alpha1.FrameworkSKLearn},
+	}
+	if err := cluster.Client.Create(context.Background(), isvc); err != nil {
+		t.Fatal(err)
+	}
+	status := func(check func(*servingv1alpha1.InferenceService) error) *servingv1alpha1.InferenceService {
+		t.Helper()
+		fresh := &servingv1alpha1.InferenceService{}
+		testenv.EventuallyWithin(t, timeout, func() error {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
+				return err
+			}
+			return check(fresh)
+		})
+		return fresh
+	}
+	ready := func(i *servingv1alpha1.InferenceService) error {
+		if c := meta.FindStatusCondition(i.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	}
+	status(ready)
+	edit := func(e func(*servingv1alpha1.InferenceServiceSpec)) {
+		testenv.EventuallyWithin(t, timeout, func() error {
+			fresh := &servingv1alpha1.InferenceService{}
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
+				return err
+			}
+			e(&fresh.Spec)
+			return cluster.Client.Update(context.Background(), fresh)
+		})
+	}
+	edit(func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.ModelURI = "gs://models/iris/v2"
+		s.Pod = &servingv1alpha1.PodOptions{NodeSelector: map[string]string{"kiln.dev/e2e-no-such-node": "true"}}
+	})
+	held := status(func(i *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(i.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RolloutProgressing" || !strings.Contains(c.Message, "cannot be scheduled") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+	t.Logf("Ready: %s", meta.FindStatusCondition(held.Status.Conditions, "Ready").Message)
+	if held.Status.ActiveVersion != "gs://models/iris/v1" || held.Status.ReadyReplicas < 1 {
+		t.Errorf("while held: activeVersion %s, %d ready: want v1 still serving", held.Status.ActiveVersion, held.Status.ReadyReplicas)
+	}
+	edit(func(s *servingv1alpha1.InferenceServiceSpec) { s.Pod = nil })
+	done := status(ready)
+	if done.Status.ActiveVersion != "gs://models/iris/v2" {
+		t.Errorf("after the fix activeVersion is %s, want v2", done.Status.ActiveVersion)
+	}
+}

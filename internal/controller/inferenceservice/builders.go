@@ -73,7 +73,7 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	kueue.CopyLabels(isvc.Labels, meta.Labels)
 	kueue.CopyLabels(isvc.Labels, podLabels)
 	// The model URI in an annotation: changing it rolls the Deployment.
-	podAnnotations["serving.kiln.dev/model-uri"] = modelURI
+	podAnnotations[modelURIAnnotation] = modelURI
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,

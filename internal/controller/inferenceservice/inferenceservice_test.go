@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -198,5 +199,36 @@ func TestTorchServeTokenAuth(t *testing.T) {
 	i.Spec.TokenAuth = "Disabled"
 	if args := strings.Join(predictor(i, serverOf(i)).Args, " "); !strings.HasSuffix(args, "--models all --disable-token-auth") {
 		t.Errorf("tokenAuth Disabled runs %q", args)
+	}
+}
+
+// A rollout completes when every pod runs the current template and some are available; a scale-up
+// is no rollout; a passed progress deadline fails it.
+func TestRollout(t *testing.T) {
+	dep := func(gen, observed int64, replicas, updated, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
+		d := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, AvailableReplicas: available, Conditions: conds}}
+		d.Generation = gen
+		return d
+	}
+	deadline := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
+	for _, c := range []struct {
+		name string
+		d    *appsv1.Deployment
+		want rollout
+	}{
+		{"none yet", nil, rollout{reason: "RolloutProgressing"}},
+		{"not observed", dep(2, 1, 1, 1, 1), rollout{reason: "RolloutProgressing"}},
+		{"old pods remain", dep(2, 2, 2, 1, 1), rollout{reason: "RolloutProgressing"}},
+		{"new pods not available", dep(2, 2, 1, 1, 0), rollout{reason: "RolloutProgressing"}},
+		{"scaling up", dep(3, 3, 2, 2, 2), rollout{complete: true}},
+		{"done", dep(2, 2, 1, 1, 1), rollout{complete: true}},
+		{"deadline passed", dep(2, 2, 2, 1, 1, deadline), rollout{reason: "RolloutFailed"}},
+	} {
+		if got := rolloutOf(c.d); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if got := (rollout{reason: "RolloutFailed"}).message("v1", "v2", trouble{"Unschedulable", "pod p cannot be scheduled: …"}); got != "v1 serves; the rollout of v2 passed its progress deadline: pod p cannot be scheduled: …" {
+		t.Errorf("message %q", got)
 	}
 }

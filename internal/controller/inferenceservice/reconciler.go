@@ -135,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	var why trouble
-	if stableDep != nil && stableDep.Status.ReadyReplicas == 0 {
+	if stableDep != nil && (stableDep.Status.ReadyReplicas == 0 || !rolloutOf(stableDep).complete) {
 		if why, err = r.troubleOf(ctx, isvc); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -143,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	st := status(isvc, sc, stableDep, canaryDep, why, metav1.NewTime(r.clock.Now()))
 	// Pods failing to start change no Deployment status: look again while none is ready.
 	var result reconcile.Result
-	if !meta.IsStatusConditionTrue(st.Conditions, PredictorReady) {
+	if !meta.IsStatusConditionTrue(st.Conditions, Ready) {
 		result.RequeueAfter = notReadyRecheck
 	}
 	if equality.Semantic.DeepEqual(st, isvc.Status) {
@@ -165,7 +165,7 @@ const notReadyRecheck = 10 * time.Second
 type trouble struct{ reason, message string }
 
 // troubleOf reads the stable version's pods from the apiserver (they are not cached; this runs
-// only while none is ready) and says what keeps the first of them from starting: the model fetch
+// only while none is ready or a change rolls out) and says what keeps the first of them from starting: the model fetch
 // failing (its termination message, which kiln-fetch writes without secrets), or a container or
 // the scheduler (stuck.Pod).
 func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService) (trouble, error) {

@@ -27,7 +27,11 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	st.ObservedGeneration = isvc.Generation
 	st.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", isvc.Name, isvc.Namespace)
 	st.Selector = labels.FormatLabels(selector(isvc, stable))
-	st.ActiveVersion, st.CanaryVersion, st.Traffic = isvc.Spec.ModelURI, "", sc.traffic
+	st.CanaryVersion, st.Traffic = "", sc.traffic
+	rollout := rolloutOf(stableDep)
+	if rollout.complete {
+		st.ActiveVersion = stableDep.Spec.Template.Annotations[modelURIAnnotation]
+	}
 	st.Replicas, st.ReadyReplicas = 0, 0
 	for _, d := range []*appsv1.Deployment{stableDep, canaryDep} {
 		if d != nil {
@@ -48,6 +52,11 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	}
 	set(PredictorReady, predictorOK, reason, msg)
 	ready, readyReason, readyMsg := predictorOK, reason, msg
+	// Ready means the spec's model serves: while a change rolls out, the old version may serve,
+	// but the InferenceService is not ready with what it asks for.
+	if predictorOK && !rollout.complete && !(sc.keda && stableDep.Status.Replicas == 0) {
+		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(st.ActiveVersion, isvc.Spec.ModelURI, why)
+	}
 	if isvc.Spec.Traffic != nil {
 		st.CanaryVersion = isvc.Spec.Traffic.CanaryVersion
 		ok, r, m := versionReady(canaryDep, false)
@@ -93,4 +102,50 @@ func versionReady(d *appsv1.Deployment, keda bool) (bool, string, string) {
 		return true, "ScaledToZero", "scaled to zero; the first request scales it up"
 	}
 	return false, "ReplicasNotReady", fmt.Sprintf("0 of %d replicas ready", d.Status.Replicas)
+}
+
+// modelURIAnnotation on a pod template says which model it serves (changing it rolls the
+// Deployment).
+const modelURIAnnotation = "serving.kiln.dev/model-uri"
+
+// rollout is how far a Deployment's current template has rolled out: observed, no pods of an
+// older template left, some available (as `kubectl rollout status` judges it, but for scaling).
+type rollout struct {
+	complete bool
+	// reason is RolloutProgressing, or RolloutFailed once the Deployment's progress deadline passed.
+	reason string
+}
+
+func rolloutOf(d *appsv1.Deployment) rollout {
+	switch {
+	case d == nil || d.Status.ObservedGeneration < d.Generation:
+		return rollout{reason: "RolloutProgressing"}
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return rollout{reason: "RolloutFailed"}
+		}
+	}
+	// Pods of an older template remain until the new ones are available. (A scale-up is no
+	// rollout: the new pods run the current template.)
+	if d.Status.Replicas > d.Status.UpdatedReplicas || (d.Status.UpdatedReplicas > 0 && d.Status.AvailableReplicas == 0) {
+		return rollout{reason: "RolloutProgressing"}
+	}
+	return rollout{complete: true}
+}
+
+// message says which version serves while which rolls out, and what holds the new one.
+func (r rollout) message(active, wanted string, why trouble) string {
+	change := wanted
+	if active == wanted {
+		change = "a change to its pods"
+	}
+	msg := fmt.Sprintf("%s serves while %s rolls out", active, change)
+	if r.reason == "RolloutFailed" {
+		msg = fmt.Sprintf("%s serves; the rollout of %s passed its progress deadline", active, change)
+	}
+	if why.message != "" {
+		msg += ": " + why.message
+	}
+	return msg
 }

@@ -90,9 +90,23 @@ func makeReady(t *testing.T, d *appsv1.Deployment) {
 		if fresh.Spec.Replicas != nil {
 			n = *fresh.Spec.Replicas
 		}
-		fresh.Status.Replicas, fresh.Status.ReadyReplicas, fresh.Status.AvailableReplicas = n, n, n
+		// As the Deployment controller reports a finished rollout of the current template.
+		fresh.Status.ObservedGeneration = fresh.Generation
+		fresh.Status.Replicas, fresh.Status.UpdatedReplicas, fresh.Status.ReadyReplicas, fresh.Status.AvailableReplicas = n, n, n, n
 		return env.Client.Status().Update(context.Background(), fresh)
 	})
+}
+
+// rollOut waits until the Deployment's template serves model, then finishes its rollout.
+func rollOut(t *testing.T, ns, name, model string) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		if got := deployment(t, ns, name).Spec.Template.Annotations["serving.kiln.dev/model-uri"]; got != model {
+			return fmt.Errorf("pod template serves %q, want %q", got, model)
+		}
+		return nil
+	})
+	makeReady(t, deployment(t, ns, name))
 }
 
 func gone(t *testing.T, o client.Object) {
@@ -201,15 +215,25 @@ func TestReadyWithURLAndScale(t *testing.T) {
 		return nil
 	})
 
-	// A new model rolls the Deployment.
+	// A new model rolls the Deployment. Until the rollout completes the old model is the active
+	// one and Ready says the change rolls out (kubectl wait --for=condition=Ready waits for it).
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "s3://models/iris/v2" })
-	testenv.Eventually(t, func() error {
-		d := deployment(t, ns, "iris-predictor")
-		if got := d.Spec.Template.Annotations["serving.kiln.dev/model-uri"]; got != "s3://models/iris/v2" {
-			return fmt.Errorf("pod template model-uri %q", got)
+	rolling := waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(i.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "RolloutProgressing" || !strings.Contains(c.Message, "while s3://models/iris/v2 rolls out") {
+			return fmt.Errorf("Ready %+v, want False while v2 rolls out", c)
 		}
 		return nil
 	})
+	if c := meta.FindStatusCondition(rolling.Status.Conditions, "Ready"); rolling.Status.ActiveVersion != "s3://models/iris/v1" ||
+		c.Message != "s3://models/iris/v1 serves while s3://models/iris/v2 rolls out" {
+		t.Errorf("during the rollout: activeVersion %s, Ready %q", rolling.Status.ActiveVersion, c.Message)
+	}
+	rollOut(t, ns, "iris-predictor", "s3://models/iris/v2")
+	done := waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	if done.Status.ActiveVersion != "s3://models/iris/v2" {
+		t.Errorf("after the rollout activeVersion is %s, want v2", done.Status.ActiveVersion)
+	}
 }
 
 // spec.pod, the GPU resource and the startup budget reach the Deployment the apiserver stores.
@@ -342,6 +366,7 @@ func canaryThenPromoteAndRollBack(t *testing.T, ns, name string, check func(*ser
 	deployment(t, ns, name+"-predictor-canary")
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI, s.Traffic = "s3://models/iris/v2", nil })
 	gone(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-predictor-canary"}})
+	rollOut(t, ns, name+"-predictor", "s3://models/iris/v2")
 	promoted := waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
 		if i.Status.ActiveVersion != "s3://models/iris/v2" || i.Status.Traffic != nil {
 			return fmt.Errorf("activeVersion %s traffic %+v", i.Status.ActiveVersion, i.Status.Traffic)
