@@ -57,7 +57,7 @@ func (f *fetcher) hubGet(ctx context.Context, src string, use func(*http.Respons
 	if token := os.Getenv("HF_TOKEN"); token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := f.o.HTTP.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

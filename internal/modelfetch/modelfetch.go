@@ -1,7 +1,7 @@
 // Package modelfetch puts a model into a folder before a model server starts: kiln-fetch, the
-// init container of InferenceServices whose model is not on a claim. A URI names one object or,
-// for s3://, a prefix whose objects are all fetched with their layout (a Triton model repository,
-// a TorchServe model store); a fetched .tar.gz, .tgz or .zip is unpacked. s3:// and gs:// are read
+// init container of InferenceServices whose model is not on a claim. An s3:// or gs:// URI names
+// one object or a prefix whose objects are all fetched with their layout (a Triton model
+// repository, a TorchServe model store); a single fetched .tar.gz, .tgz or .zip is unpacked. s3:// and gs:// are read
 // with their vendors' SDKs through gocloud.dev/blob, signed with the credentials the environment
 // gives (AWS_* variables, GOOGLE_APPLICATION_CREDENTIALS, workload identity), anonymously without;
 // hf://<org>/<model>[@<revision>] through the Hugging Face Hub's API (HF_TOKEN); http(s):// as it is.
@@ -36,8 +36,6 @@ type Options struct {
 	MaxBytes int64
 	// SHA256 is the hex digest a single-object model must have ("": not checked).
 	SHA256 string
-	// HTTP fetches http(s):// and public s3:// and gs:// objects; default http.DefaultClient.
-	HTTP *http.Client
 }
 
 // ErrTooLarge is returned when the model grows past Options.MaxBytes.
@@ -45,9 +43,6 @@ var ErrTooLarge = errors.New("the model is larger than its size limit")
 
 // Fetch puts the model at uri into dir and says what it fetched.
 func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
-	if o.HTTP == nil {
-		o.HTTP = http.DefaultClient
-	}
 	u, err := url.Parse(uri)
 	if err != nil {
 		return "", fmt.Errorf("model URI %s: %w", Redact(uri), err)
@@ -75,6 +70,9 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 		return "", fmt.Errorf("fetching %s: %w", Redact(uri), err)
 	}
 	if single == "" {
+		if o.SHA256 != "" {
+			return "", fmt.Errorf("fetching %s: storage.sha256 checks a single object, and this is %d files: remove it, or name the object", Redact(uri), f.files)
+		}
 		return fmt.Sprintf("%d files, %d bytes", f.files, f.bytes), nil
 	}
 	if o.SHA256 != "" && !strings.EqualFold(o.SHA256, f.digest) {
@@ -207,7 +205,7 @@ func (f *fetcher) http(ctx context.Context, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := f.o.HTTP.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", errors.New(strings.ReplaceAll(err.Error(), src, Redact(src)))
 	}
