@@ -149,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 		}
 	}
-	refused, err := r.refusal(ctx, &job, bj)
+	refused, recheck, err := r.refusal(ctx, &job, bj)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -159,20 +159,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if gangErr != nil {
 		return reconcile.Result{}, gangErr // the group was refused: retried with backoff
 	}
-	return r.expire(ctx, &job)
+	res, err := r.expire(ctx, &job)
+	if recheck > 0 && (res.RequeueAfter == 0 || recheck < res.RequeueAfter) {
+		res.RequeueAfter = recheck
+	}
+	return res, err
 }
 
+// A batch Job gets refusalGrace to create its workers before kiln reads why it has not; while
+// workers are missing, kiln looks again every refusalRecheck (a refused creation changes nothing
+// kiln watches).
+const (
+	refusalGrace   = 5 * time.Second
+	refusalRecheck = 15 * time.Second
+)
+
 // refusal is why the batch Job's controller cannot create the PyJob's workers — its newest
-// FailedCreate event of the last two minutes (a quota exceeded, an admission policy) — or "". It
-// reads the apiserver only while the Job has fewer pods than workers.
-func (r *Reconciler) refusal(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) (string, error) {
+// FailedCreate event of the last two minutes (a quota exceeded, an admission policy) — or "", and
+// when to look again. It reads the apiserver only for a Job that had refusalGrace to create its
+// workers and still misses some, not in the moment every new Job lacks them.
+func (r *Reconciler) refusal(ctx context.Context, job *trainingv1alpha1.PyJob, bj *batchv1.Job) (string, time.Duration, error) {
 	if bj == nil || (bj.Spec.Suspend != nil && *bj.Spec.Suspend) || bj.Status.Active+bj.Status.Succeeded+bj.Status.Failed >= job.Spec.Workers {
-		return "", nil
+		return "", 0, nil
+	}
+	if age := r.clock.Since(bj.CreationTimestamp.Time); age < refusalGrace {
+		return "", refusalGrace - age, nil
 	}
 	var events corev1.EventList
 	if err := r.reader.List(ctx, &events, client.InNamespace(bj.Namespace),
 		client.MatchingFields{"involvedObject.uid": string(bj.UID), "reason": "FailedCreate"}); err != nil {
-		return "", fmt.Errorf("reading the events of batch Job %s: %w", bj.Name, err)
+		return "", 0, fmt.Errorf("reading the events of batch Job %s: %w", bj.Name, err)
 	}
 	var newest *corev1.Event
 	for i := range events.Items {
@@ -181,9 +197,9 @@ func (r *Reconciler) refusal(ctx context.Context, job *trainingv1alpha1.PyJob, b
 		}
 	}
 	if newest == nil || r.clock.Since(lastSeen(newest)) > 2*time.Minute {
-		return "", nil
+		return "", refusalRecheck, nil
 	}
-	return newest.Message, nil
+	return newest.Message, refusalRecheck, nil
 }
 
 func lastSeen(e *corev1.Event) time.Time {

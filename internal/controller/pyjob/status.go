@@ -48,7 +48,7 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 				"output claim %s was created on %s, before this PyJob, and is mounted with its data (a resumed run finds its checkpoints there); delete it before creating the PyJob to start afresh",
 				c.Name, c.CreationTimestamp.UTC().Format(time.RFC3339))})
 	}
-	bj, pods, problem, waiting := o.job, o.pods, o.problem, o.waiting
+	bj := o.job
 	if bj == nil && finished(job) {
 		return st // its verdict stands when its batch Job is gone
 	}
@@ -69,10 +69,10 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 			}
 			st.CompletionTime = &t
 		}
-		phase, reason, msg = phaseOf(job, bj, pods)
+		phase, reason, msg = phaseOf(job, bj, o.pods)
 	}
-	if waiting != "" && phase == trainingv1alpha1.PyJobPending {
-		phase, reason, msg = trainingv1alpha1.PyJobPending, "WaitingForGang", waiting
+	if o.waiting != "" && phase == trainingv1alpha1.PyJobPending {
+		phase, reason, msg = trainingv1alpha1.PyJobPending, "WaitingForGang", o.waiting
 	}
 	refused := metav1.Condition{Type: ConditionPodsRefused, Status: metav1.ConditionFalse, Reason: "NotRefused", ObservedGeneration: job.Generation, LastTransitionTime: now}
 	if o.refused != "" && (phase == trainingv1alpha1.PyJobPending || phase == trainingv1alpha1.PyJobRunning) {
@@ -85,8 +85,8 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, refused)
-	if problem != "" {
-		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", problem
+	if o.problem != "" {
+		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", o.problem
 	}
 	if (phase == trainingv1alpha1.PyJobFailed || phase == trainingv1alpha1.PyJobSucceeded) && st.CompletionTime == nil {
 		st.CompletionTime = &now
