@@ -1,4 +1,4 @@
-// Package builder makes kubeflow.org/v1 jobs for tests:
+// Package builder makes kubeflow.org/v1 jobs and PyJobs for tests:
 //
 //	builder.TFJob("dist", ns).Replicas("Chief", 1).Replicas("Worker", 4).BackoffLimit(2).Obj()
 package builder

@@ -18,20 +18,18 @@ import (
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 // newPyJob is a PyJob whose pods run for run (kiln.dev/simulate-duration) and exit with code.
 // The PyJob is deleted when the test ends, so that its pods free their GPUs for the other tests.
 func newPyJob(t *testing.T, ns, name, run, code string, edit func(*trainingv1alpha1.PyJobSpec)) *trainingv1alpha1.PyJob {
-	j := &trainingv1alpha1.PyJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{duration: run, exitCode: code}},
-		Spec: trainingv1alpha1.PyJobSpec{
-			Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
-			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output",
-			Resources: trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))},
-		},
-	}
+	j := builder.PyJob(name, ns, func(s *trainingv1alpha1.PyJobSpec) {
+		s.DatasetPath, s.OutputPath = "/mnt/dataset", "/mnt/output"
+		s.Resources = trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))}
+	})
+	j.Annotations = map[string]string{duration: run, exitCode: code}
 	if edit != nil {
 		edit(&j.Spec)
 	}

@@ -376,14 +376,12 @@ func TestKueueQueuesPyJobs(t *testing.T) {
 	queueFor(t, ns, 1)
 	var jobs [2]*trainingv1alpha1.PyJob
 	for i, name := range []string{"one", "two"} {
-		jobs[i] = &trainingv1alpha1.PyJob{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kueue.QueueLabel: "queue"},
-				Annotations: map[string]string{"kiln.dev/simulate-duration": "5s", "kiln.dev/simulate-exit-code": "0"}},
-			Spec: trainingv1alpha1.PyJobSpec{
-				Image: "pytorch/pytorch:2.0-cuda11.7-cudnn8-devel", Command: []string{"python", "train.py"},
-				Resources: trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))},
-			},
-		}
+		jobs[i] = builder.PyJob(name, ns, func(s *trainingv1alpha1.PyJobSpec) {
+			s.Resources = trainingv1alpha1.Resources{CPU: ptr.To(resource.MustParse("1")), Memory: ptr.To(resource.MustParse("1Gi"))}
+		})
+		jobs[i].Labels = map[string]string{kueue.QueueLabel: "queue"}
+		jobs[i].Annotations = map[string]string{"kiln.dev/simulate-duration": "5s", "kiln.dev/simulate-exit-code": "0"}
+
 	}
 	fresh := func(j *trainingv1alpha1.PyJob) (*trainingv1alpha1.PyJob, error) {
 		f := &trainingv1alpha1.PyJob{}

@@ -17,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,11 +80,11 @@ func jobsOfEveryKind(ns string) ([]framework.Job, []*trainingv1alpha1.PyJob) {
 		case 5:
 			b = builder.MPIJob(name, ns).Replicas("Launcher", 1).Replicas("Worker", 2) // workers serve sshd until the launcher ends
 		case 6:
-			pyjobs = append(pyjobs, &trainingv1alpha1.PyJob{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{duration: run}},
-				Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"torchrun", "train.py"}, Workers: 2,
-					Resources: trainingv1alpha1.Resources{Memory: ptr.To(resource.MustParse("1Gi"))}},
+			p := builder.PyJob(name, ns, func(s *trainingv1alpha1.PyJobSpec) {
+				s.Workers, s.Resources.Memory = 2, ptr.To(resource.MustParse("1Gi"))
 			})
+			p.Annotations = map[string]string{duration: run}
+			pyjobs = append(pyjobs, p)
 			continue
 		}
 		for rtype := range b.Obj().GetReplicaSpecs() {

@@ -19,6 +19,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -220,13 +221,6 @@ func finishBatchJob(t *testing.T, key client.ObjectKey, succeeded bool) {
 	})
 }
 
-func simplePyJob(name, ns string) *trainingv1alpha1.PyJob {
-	return &trainingv1alpha1.PyJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}},
-	}
-}
-
 func waitPyJobPhase(t *testing.T, key client.ObjectKey, phase trainingv1alpha1.PyJobPhase) *trainingv1alpha1.PyJob {
 	t.Helper()
 	return env.WaitPyJobPhase(t, key, phase, testenv.Timeout)
@@ -237,7 +231,7 @@ func waitPyJobPhase(t *testing.T, key client.ObjectKey, phase trainingv1alpha1.P
 func TestAFinishedPyJobNeverRunsAgain(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	p := simplePyJob("done", ns)
+	p := builder.PyJob("done", ns)
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +262,7 @@ func TestAFinishedPyJobNeverRunsAgain(t *testing.T) {
 func TestAFailedPyJobIsDeletedByItsTTL(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	p := simplePyJob("failed", ns)
+	p := builder.PyJob("failed", ns)
 	p.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -297,7 +291,7 @@ func TestAFailedPyJobIsDeletedByItsTTL(t *testing.T) {
 func TestPyJobRunsAnInlineScript(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	p := simplePyJob("inline", ns)
+	p := builder.PyJob("inline", ns)
 	p.Spec.Command, p.Spec.Script = nil, "import torch\nprint(torch.__version__)\n"
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -330,7 +324,7 @@ func TestPyJobRunsAnInlineScript(t *testing.T) {
 func TestPyJobEditsReachTheBatchJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	p := simplePyJob("edited", ns)
+	p := builder.PyJob("edited", ns)
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +378,7 @@ func TestPyJobTransitionsAreEventsAndMetrics(t *testing.T) {
 	counted := map[string]string{"framework": "pyjob", "job_namespace": ns}
 	toRunning := metricValue(t, "kiln_job_time_to_running_seconds", pyjob)
 	succeeded := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"})
-	p := simplePyJob("told", ns)
+	p := builder.PyJob("told", ns)
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +428,7 @@ func TestARecreatedPyJobSaysItReusesTheOutputClaim(t *testing.T) {
 	ns := env.Namespace(t)
 	size := resource.MustParse("1Gi")
 	newJob := func() *trainingv1alpha1.PyJob {
-		p := simplePyJob("again", ns)
+		p := builder.PyJob("again", ns)
 		p.Spec.OutputPath, p.Spec.Output = "/mnt/output", &trainingv1alpha1.OutputStorage{Size: &size, ReclaimPolicy: trainingv1alpha1.OutputRetain}
 		return p
 	}
@@ -482,7 +476,7 @@ func TestARecreatedPyJobSaysItReusesTheOutputClaim(t *testing.T) {
 func TestAPyJobWithABadImageSaysWhy(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
-	p := simplePyJob("typo", ns)
+	p := builder.PyJob("typo", ns)
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
