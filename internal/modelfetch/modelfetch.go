@@ -23,7 +23,10 @@ import (
 
 	"cloud.google.com/go/compute/metadata"
 	"cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/azureblob"
 	"gocloud.dev/blob/gcsblob"
 	_ "gocloud.dev/blob/s3blob" // s3:// buckets
 	"gocloud.dev/gcerrors"
@@ -53,18 +56,30 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	f := &fetcher{dir: dir, o: o}
 	var single string
 	switch u.Scheme {
-	case "s3", "gs":
+	case "s3", "gs", "azblob":
 		var b *blob.Bucket
 		if b, err = openBucket(ctx, u); err == nil {
 			single, err = f.bucket(ctx, b, strings.TrimPrefix(u.Path, "/"))
 			b.Close()
 		}
-	case "http", "https":
+	case "https":
+		if account, ok := strings.CutSuffix(u.Host, ".blob.core.windows.net"); ok && u.RawQuery == "" {
+			// KServe's form of an Azure blob or prefix; with a query it is a pre-signed URL.
+			container, key, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+			var b *blob.Bucket
+			if b, err = openAzure(ctx, account, container); err == nil {
+				single, err = f.bucket(ctx, b, key)
+				b.Close()
+			}
+			break
+		}
+		single, err = f.http(ctx, uri)
+	case "http":
 		single, err = f.http(ctx, uri)
 	case "hf":
 		err = f.hub(ctx, u)
 	default:
-		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs, hf (pvc:// is mounted, not fetched)", u.Scheme)
+		err = fmt.Errorf("scheme %q is not one of http, https, s3, gs, azblob, hf (pvc:// is mounted, not fetched)", u.Scheme)
 	}
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", Redact(uri), err)
@@ -268,6 +283,9 @@ func (f *fetcher) bucket(ctx context.Context, b *blob.Bucket, key string) (strin
 // when unset, as S3 needs one to sign). gs: STORAGE_EMULATOR_HOST (an emulator) is honoured;
 // objects are read through the JSON API, as they are listed.
 func openBucket(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	if u.Scheme == "azblob" {
+		return openAzure(ctx, u.Query().Get("storage_account"), u.Host)
+	}
 	if u.Scheme == "gs" {
 		ok, err := hasGCPCredentials()
 		if err != nil {
@@ -302,9 +320,58 @@ func openBucket(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	return blob.OpenBucket(ctx, "s3://"+u.Host+"?"+q.Encode())
 }
 
+// openAzure opens a container of an Azure storage account (AZURE_STORAGE_ACCOUNT when account is
+// ""), signed with the environment's credentials — AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, a
+// connection string, workload or managed identity (AZURE_CLIENT_ID and the like) — anonymously
+// without. AZURE_STORAGE_DOMAIN and AZURE_STORAGE_PROTOCOL name another endpoint (an emulator).
+func openAzure(ctx context.Context, account, name string) (*blob.Bucket, error) {
+	opts := azureblob.NewDefaultServiceURLOptions()
+	if account != "" {
+		opts.AccountName = account
+	}
+	if opts.AccountName == "" {
+		return nil, errors.New("the Azure storage account is not named: set AZURE_STORAGE_ACCOUNT in the Secret of storage.secretName, or add ?storage_account=<name> to the URI")
+	}
+	svc, err := azureblob.NewServiceURL(opts)
+	if err != nil {
+		return nil, err
+	}
+	var c *container.Client
+	if hasAzureCredentials() {
+		c, err = azureblob.NewDefaultClient(svc, azureblob.ContainerName(name))
+	} else {
+		var u string
+		if u, err = url.JoinPath(string(svc), name); err == nil {
+			c, err = container.NewClientWithNoCredential(u, nil)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return azureblob.OpenBucket(ctx, c, nil)
+}
+
+// hasAzureCredentials says whether the environment gives the Azure SDK credentials; without, a
+// container is read anonymously (a public one).
+func hasAzureCredentials() bool {
+	for _, v := range []string{"AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING",
+		"AZURE_STORAGEBLOB_CONNECTIONSTRING", "AZURE_CLIENT_ID", "AZURE_FEDERATED_TOKEN_FILE", "IDENTITY_ENDPOINT", "MSI_ENDPOINT"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // explain turns a storage error into what to fix.
 func explain(err error) error {
-	switch gcerrors.Code(err) {
+	code := gcerrors.Code(err)
+	var az *azcore.ResponseError
+	if errors.As(err, &az) && az.RawResponse != nil { // its message is the whole response, many lines
+		r := az.RawResponse.Request
+		err = fmt.Errorf("%s %s answered %d %s", r.Method, Redact(r.URL.String()), az.StatusCode, az.ErrorCode)
+	}
+	switch code {
 	case gcerrors.PermissionDenied:
 		return fmt.Errorf("access denied: check the credentials of storage.secretName (%w)", err)
 	case gcerrors.NotFound:

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
+	"github.com/kiln-ml/kiln/test/azblobserver"
 	"github.com/kiln-ml/kiln/test/s3server"
 )
 
@@ -210,5 +212,66 @@ func TestFetchFromTheHub(t *testing.T) {
 	t.Setenv("HF_TOKEN", "")
 	if _, err := Fetch(context.Background(), "hf://org/tiny@v1", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "needs HF_TOKEN in storage.secretName") {
 		t.Errorf("a gated model without a token: %v", err)
+	}
+}
+
+// An Azure storage account (azblobserver: Shared Key and SAS authorization as Azure checks them):
+// one blob and a prefix with the account key, a public container anonymously, a SAS token that
+// never shows in an error; a wrong key and an unnamed account fail saying what to fix.
+func TestFetchFromAzure(t *testing.T) {
+	s := azblobserver.Start(t)
+	s.Put("models", "sklearn/iris/model.joblib", []byte("weights"))
+	s.Put("models", "triton/resnet/config.pbtxt", []byte("name"))
+	s.Put("models", "triton/resnet/1/model.onnx", []byte("onnx"))
+	s.Put("open", "model.pt", []byte("pt"))
+	s.Public("open")
+	env := func(kv ...string) {
+		for _, k := range []string{"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"} {
+			t.Setenv(k, "")
+		}
+		t.Setenv("AZURE_STORAGE_DOMAIN", s.Host)
+		t.Setenv("AZURE_STORAGE_PROTOCOL", "http")
+		for i := 0; i < len(kv); i += 2 {
+			t.Setenv(kv[i], kv[i+1])
+		}
+	}
+	ctx := context.Background()
+	env("AZURE_STORAGE_ACCOUNT", azblobserver.Account, "AZURE_STORAGE_KEY", azblobserver.Key)
+	dir := t.TempDir()
+	if _, err := Fetch(ctx, "azblob://models/sklearn/iris/model.joblib", dir, Options{}); err != nil || read(t, filepath.Join(dir, "model.joblib")) != "weights" {
+		t.Fatalf("one blob: %v", err)
+	}
+	dir = t.TempDir()
+	if what, err := Fetch(ctx, "azblob://models/triton/", dir, Options{}); err != nil || what != "2 files, 8 bytes" || read(t, filepath.Join(dir, "resnet", "1", "model.onnx")) != "onnx" {
+		t.Fatalf("a prefix: %q, %v", what, err)
+	}
+	env("AZURE_STORAGE_ACCOUNT", azblobserver.Account, "AZURE_STORAGE_KEY", base64.StdEncoding.EncodeToString([]byte("wrong")))
+	if _, err := Fetch(ctx, "azblob://models/triton", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "access denied: check the credentials of storage.secretName") {
+		t.Errorf("a wrong account key: %v", err)
+	}
+
+	env("AZURE_STORAGE_ACCOUNT", azblobserver.Account, "AZURE_STORAGE_SAS_TOKEN", azblobserver.SASToken)
+	if _, err := Fetch(ctx, "azblob://models/triton", t.TempDir(), Options{}); err != nil {
+		t.Errorf("a SAS token: %v", err)
+	}
+	env("AZURE_STORAGE_ACCOUNT", azblobserver.Account, "AZURE_STORAGE_SAS_TOKEN", "sv=2023-11-03&sp=rl&sig=expired-signature")
+	if _, err := Fetch(ctx, "azblob://models/iris.bin", t.TempDir(), Options{}); err == nil || strings.Contains(err.Error(), "expired-signature") || !strings.Contains(err.Error(), "access denied") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a refused SAS token: %v; want access denied, in one line, without the signature", err)
+	}
+
+	env()
+	dir = t.TempDir()
+	if _, err := Fetch(ctx, "azblob://open/model.pt?storage_account="+azblobserver.Account, dir, Options{}); err != nil || read(t, filepath.Join(dir, "model.pt")) != "pt" {
+		t.Errorf("a public container, anonymously: %v", err)
+	}
+	// KServe's form names the account in the host (the endpoint here is still the test server's).
+	if _, err := Fetch(ctx, "https://"+azblobserver.Account+".blob.core.windows.net/open/model.pt", t.TempDir(), Options{}); err != nil {
+		t.Errorf("an https://<account>.blob.core.windows.net URI: %v", err)
+	}
+	if _, err := Fetch(ctx, "azblob://models/triton?storage_account="+azblobserver.Account, t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "access denied") {
+		t.Errorf("a private container, anonymously: %v", err)
+	}
+	if _, err := Fetch(ctx, "azblob://open/model.pt", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "set AZURE_STORAGE_ACCOUNT in the Secret of storage.secretName") {
+		t.Errorf("no account named: %v", err)
 	}
 }

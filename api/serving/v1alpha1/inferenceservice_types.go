@@ -29,11 +29,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.tokenAuth) || self.framework == 'torchserve'",message="spec.tokenAuth is TorchServe's: it needs framework torchserve"
 type InferenceServiceSpec struct {
 	// ModelURI is where the model is: pvc://<claim>/<path> (mounted read-only); http://,
-	// https://, s3:// or gs:// (fetched into an emptyDir by an init container before the server
-	// starts: one object, or every object under a prefix); hf://<org>/<model>[@<revision>] (every
-	// file of a Hugging Face Hub model, fetched likewise).
+	// https://, s3://<bucket>/<key>, gs://<bucket>/<key> or azblob://<container>/<key> (fetched into
+	// an emptyDir by an init container before the server starts: one object, or every object under
+	// a prefix; https://<account>.blob.core.windows.net/<container>/<key> is read as Azure storage);
+	// hf://<org>/<model>[@<revision>] (every file of a Hugging Face Hub model, fetched likewise).
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs:// or hf://"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|azblob|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs://, azblob:// or hf://"
 	ModelURI string `json:"modelUri"`
 
 	// Framework is triton, torchserve, mlserver, sklearn, xgboost (MLServer runtimes),
@@ -118,10 +119,11 @@ type ModelStorage struct {
 	// SecretName is a Secret in the InferenceService's namespace whose keys become the environment
 	// of the fetch container only (the model server never sees them): AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL (an S3-compatible store) for s3://;
-	// GOOGLE_APPLICATION_CREDENTIALS (a service account key's JSON) for gs://; HF_TOKEN for a
-	// gated or private hf:// model. Without it, s3://
-	// and gs:// are read anonymously, or through workload identity with
-	// spec.pod.serviceAccountName.
+	// GOOGLE_APPLICATION_CREDENTIALS (a service account key's JSON) for gs://;
+	// AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or
+	// AZURE_STORAGE_CONNECTION_STRING for azblob://; HF_TOKEN for a gated or private hf:// model.
+	// Without it, buckets and containers are read anonymously (azblob:// then names its account:
+	// ?storage_account=<name>), or through workload identity with spec.pod.serviceAccountName.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
 	// SizeLimit bounds the model volume and the fetch, which stops with a clear error when the
@@ -193,7 +195,7 @@ type ServingResources struct {
 // to the canary's and remove traffic. Roll back: remove traffic.
 type Traffic struct {
 	// CanaryVersion is the model URI of the canary, in the same forms as modelUri.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|hf)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3://, gs:// or hf://"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|azblob|hf)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3://, gs://, azblob:// or hf://"
 	CanaryVersion string `json:"canaryVersion"`
 	// CanaryPercent is the share of requests the canary gets, 0 to 100.
 	// +kubebuilder:validation:Minimum=0

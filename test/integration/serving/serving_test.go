@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,6 +173,18 @@ func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 		err := env.Client.Create(context.Background(), newISVC(ns, "bad", tc.edit))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error = %v, want one naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Every store kiln-fetch reads is accepted, and handed to the fetch as it is.
+func TestEveryFetchedSchemeIsAccepted(t *testing.T) {
+	ns := env.Namespace(t)
+	for i, uri := range []string{"s3://m/v1/", "gs://m/v1/", "azblob://m/v1/", "https://acct.blob.core.windows.net/m/v1/", "hf://org/model@main"} {
+		create(t, newISVC(ns, fmt.Sprintf("m%d", i), func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = uri }))
+		fetch := deployment(t, ns, fmt.Sprintf("m%d-predictor", i)).Spec.Template.Spec.InitContainers[0]
+		if !slices.Contains(fetch.Args, uri) {
+			t.Errorf("%s: the fetch's args are %q", uri, fetch.Args)
 		}
 	}
 }
