@@ -25,7 +25,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("kiln-fetch", flag.ContinueOnError)
-	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key (or a prefix) or gs://bucket/key")
+	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key, gs://bucket/key, azblob://container/key (or a prefix), hf://org/model[@revision]")
 	dest := fs.String("dest", "/mnt/models", "folder to download into")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	maxBytes := fs.Int64("max-bytes", 0, "stop when the model grows past this many bytes (0: no limit)")

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunOnCluster(m, testenv.ClusterSuite{
 		Prefix: "kiln-e2e-",
 		Cluster: devcluster.Options{
-			Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
+			Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml"), testenv.KubeletStage()},
 			Nodes:  3, GPUNodes: 2, GPUsPerNode: 8, GangScheduling: true,
 		},
 	}, &cluster))

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"k8s.io/utils/ptr"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/test/s3server"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -81,36 +85,58 @@ func readyPods(t *testing.T, ns, name string) int {
 	return n
 }
 
-// A private model under an s3:// prefix: the InferenceService becomes Ready, and its pods' fetch
-// container — not the model server — has the storage Secret's credentials.
-func TestPrivateS3ModelIsReadyWithCredentialsOnTheFetchOnly(t *testing.T) {
+// A private model under an s3:// prefix, in pods whose init containers run for real (the test is
+// their kubelet, testenv.Kubelet): the real kiln-fetch reads a real S3 API with the storage Secret's
+// credentials, which only the fetch container has, and the InferenceService becomes Ready with the
+// model's files in its volume. With a wrong Secret the fetch fails and the status says why.
+func TestPrivateS3ModelIsFetchedWithCredentialsOnTheFetchOnly(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-reader", Namespace: ns},
-		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "example", "AWS_REGION": "eu-west-1"}}
-	isvc := &servingv1alpha1.InferenceService{
-		ObjectMeta: metav1.ObjectMeta{Name: "triton", Namespace: ns},
-		Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "s3://private-models/triton-repo/", Framework: servingv1alpha1.FrameworkTriton,
-			Storage: &servingv1alpha1.ModelStorage{SecretName: secret.Name}},
+	s3 := s3server.Start(t)
+	s3.Put(t, "private-models", "triton-repo/resnet/config.pbtxt", []byte(`name: "resnet"`))
+	s3.Put(t, "private-models", "triton-repo/resnet/1/model.onnx", []byte("onnx"))
+	kubelet := cluster.StartKubelet(t, ns, map[string]string{"/kiln-fetch": testenv.BuildCommand(t, "kiln-fetch")})
+	secret := func(name, key string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: map[string]string{
+			"AWS_ACCESS_KEY_ID": s3server.AccessKeyID, "AWS_SECRET_ACCESS_KEY": key, "AWS_REGION": s3server.Region, "AWS_ENDPOINT_URL": s3.URL}}
 	}
-	for _, o := range []client.Object{secret, isvc} {
+	isvc := func(name, secretName string) *servingv1alpha1.InferenceService {
+		return &servingv1alpha1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: servingv1alpha1.InferenceServiceSpec{ModelURI: "s3://private-models/triton-repo/", Framework: servingv1alpha1.FrameworkTriton,
+				Storage: &servingv1alpha1.ModelStorage{SecretName: secretName},
+				Pod:     &servingv1alpha1.PodOptions{Annotations: map[string]string{testenv.KubeletAnnotation: "test"}}}}
+	}
+	good, wrong := isvc("triton", "s3-reader"), isvc("wrong", "s3-wrong")
+	for _, o := range []client.Object{secret("s3-reader", s3server.SecretAccessKey), secret("s3-wrong", "not-the-key"), good, wrong} {
 		if err := cluster.Client.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testenv.EventuallyWithin(t, timeout, func() error {
-		fresh := &servingv1alpha1.InferenceService{}
-		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Ready %+v", c)
-		}
-		return nil
-	})
+	condition := func(i *servingv1alpha1.InferenceService, status metav1.ConditionStatus, reason, message string) *metav1.Condition {
+		t.Helper()
+		var c *metav1.Condition
+		testenv.EventuallyWithin(t, timeout, func() error {
+			fresh := &servingv1alpha1.InferenceService{}
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(i), fresh); err != nil {
+				return err
+			}
+			if c = meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, message) {
+				return fmt.Errorf("Ready %+v", c)
+			}
+			return nil
+		})
+		return c
+	}
+	condition(good, metav1.ConditionTrue, "Ready", "")
+	c := condition(wrong, metav1.ConditionFalse, "ModelFetchFailed", "access denied: check the credentials of storage.secretName")
+	t.Logf("with a wrong Secret, Ready says: %s", c.Message)
+
 	pods := cluster.Pods(t, ns, map[string]string{"serving.kiln.dev/inferenceservice": "triton"})
 	if len(pods) == 0 {
 		t.Fatal("no pods")
+	}
+	if b, err := os.ReadFile(filepath.Join(kubelet.Volume(&pods[0], "model"), "resnet", "1", "model.onnx")); err != nil || string(b) != "onnx" {
+		t.Errorf("the model's files were not fetched into the pod's volume: %q, %v", b, err)
 	}
 	fetch, server := pods[0].Spec.InitContainers[0], pods[0].Spec.Containers[0]
 	if len(fetch.EnvFrom) != 1 || fetch.EnvFrom[0].SecretRef.Name != "s3-reader" || len(server.EnvFrom) != 0 {

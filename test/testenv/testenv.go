@@ -148,11 +148,17 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 // BuildKiln builds the kiln binary into a temporary folder and returns its path.
 func BuildKiln(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kiln")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kiln")
+	return BuildCommand(t, "kiln")
+}
+
+// BuildCommand builds the binary of cmd/<name> into a temporary folder and returns its path.
+func BuildCommand(t testing.TB, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kiln: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
