@@ -189,7 +189,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if own[inferenceServiceKind] {
-		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, o.Serving)
+		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, servingOptions(o))
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}
@@ -281,4 +281,11 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 		out = append(out, fw)
 	}
 	return out, own, nil
+}
+
+// servingOptions are the InferenceService controller's options, watching the manager's namespaces.
+func servingOptions(o Options) inferenceservice.Options {
+	so := o.Serving
+	so.Namespaces = o.Namespaces
+	return so
 }

@@ -207,18 +207,24 @@ type Traffic struct {
 type TrafficMode string
 
 const (
-	// TrafficHTTPRoute: a weighted Gateway API HTTPRoute splits requests exactly.
+	// TrafficHTTPRoute: a weighted Gateway API HTTPRoute splits requests exactly; kiln claims it
+	// only once the route's status shows a parent (a mesh, for a route on a Service) accepted it.
 	TrafficHTTPRoute TrafficMode = "HTTPRoute"
-	// TrafficReplicaSplit: without Gateway API, the split follows the replica counts behind the
-	// stable Service, approximately.
+	// TrafficReplicaSplit: without an accepted route, the stable Service spreads requests over the
+	// ready pods of both versions: the split is their ratio, approximately.
 	TrafficReplicaSplit TrafficMode = "ReplicaSplit"
 )
 
 // TrafficStatus is the split in force.
 type TrafficStatus struct {
-	Mode          TrafficMode `json:"mode,omitempty"`
-	StablePercent int32       `json:"stablePercent"`
-	CanaryPercent int32       `json:"canaryPercent"`
+	Mode TrafficMode `json:"mode,omitempty"`
+	// StablePercent and CanaryPercent are the route's weights (HTTPRoute), or the share of each
+	// version among the ready pods the stable Service selects (ReplicaSplit).
+	StablePercent int32 `json:"stablePercent"`
+	CanaryPercent int32 `json:"canaryPercent"`
+	// Approximate is true when the split follows pod counts rather than a router's weights.
+	// +optional
+	Approximate bool `json:"approximate,omitempty"`
 }
 
 // InferenceServiceStatus is what kiln observed of the endpoint.

@@ -189,7 +189,7 @@ const (
 var DefaultModelSizeLimit = resource.MustParse("50Gi")
 
 // desiredService is the stable Service <name> (version "": every version, so replica counts
-// split the traffic) or a per-version Service.
+// split the traffic; or the one version that takes all of it) or a per-version Service.
 func desiredService(isvc *servingv1alpha1.InferenceService, name, version string) *corev1.Service {
 	port := serverOf(isvc).port
 	m := objectMeta(isvc, name, version)
@@ -203,14 +203,14 @@ func desiredService(isvc *servingv1alpha1.InferenceService, name, version string
 	}
 }
 
-// desiredHPA scales the stable Deployment between minReplicas and maxReplicas on CPU.
-func desiredHPA(isvc *servingv1alpha1.InferenceService, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
+// desiredHPA scales one version's Deployment between min and max on CPU.
+func desiredHPA(isvc *servingv1alpha1.InferenceService, version string, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
 	target := int32(80)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
-		ObjectMeta: objectMeta(isvc, predictorName(isvc, stable), stable),
+		ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version),
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(isvc, stable)},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(isvc, version)},
 			MinReplicas:    &min, MaxReplicas: max,
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
 				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}},

@@ -22,38 +22,50 @@ func isvc(min, max *int32, canaryPct int32) *servingv1alpha1.InferenceService {
 }
 
 func TestDecide(t *testing.T) {
+	fixed := func(n int32) versionScale { return versionScale{replicas: ptr.To(n)} }
+	hpa := func(lo, hi int32) versionScale { return versionScale{hpa: true, hpaMin: lo, hpaMax: hi} }
 	tests := []struct {
-		name                 string
-		isvc                 *servingv1alpha1.InferenceService
-		have                 apis
-		stable               int32 // -1: left to an autoscaler
-		canary               int32
-		hpa, keda, noKEDA    bool
-		mode                 servingv1alpha1.TrafficMode
-		stablePct, canaryPct int32
+		name                     string
+		isvc                     *servingv1alpha1.InferenceService
+		have                     apis
+		accepted                 bool
+		stable, canary           versionScale
+		keda, noKEDA, zeroPaused bool
+		mode                     servingv1alpha1.TrafficMode
+		serves                   string
 	}{
-		{"defaults: one replica", isvc(nil, nil, -1), apis{}, 1, 0, false, false, false, "", 0, 0},
-		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, -1, 0, true, false, false, "", 0, 0},
-		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, 1, 0, false, false, true, "", 0, 0},
-		{"min 0 with KEDA", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, -1, 0, false, true, false, "", 0, 0},
-		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, 4, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 80, 20},
-		{"canary 20% of 1 by replicas: one of each", isvc(nil, nil, 20), apis{}, 1, 1, false, false, false, servingv1alpha1.TrafficReplicaSplit, 50, 50},
-		{"canary 20% by HTTPRoute", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, 5, 1, false, false, false, servingv1alpha1.TrafficHTTPRoute, 80, 20},
+		{"defaults: one replica", isvc(nil, nil, -1), apis{}, false, fixed(1), versionScale{}, false, false, false, "", ""},
+		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, false, hpa(2, 5), versionScale{}, false, false, false, "", ""},
+		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, false, fixed(1), versionScale{}, false, true, false, "", ""},
+		{"min 0 with KEDA", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, false, versionScale{}, versionScale{}, true, false, false, "", ""},
+		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, false, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20% of 1: one of each", isvc(nil, nil, 20), apis{}, false, fixed(1), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		// Capacity: an autoscaled service keeps autoscaling, each version within its share.
+		{"canary 20% of HPA 2..8", isvc(ptr.To[int32](2), ptr.To[int32](8), 20), apis{}, false, hpa(2, 7), hpa(1, 2), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		// A version in the spec keeps a replica; at 0 and 100 percent the stable Service selects only
+		// the version that takes the traffic.
+		{"canary 0%", isvc(ptr.To[int32](3), nil, 0), apis{}, false, fixed(3), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, stable},
+		{"canary 100%", isvc(ptr.To[int32](3), nil, 100), apis{}, false, fixed(1), fixed(3), false, false, false, servingv1alpha1.TrafficReplicaSplit, canary},
+		// Gateway API installed is not enough: a parent must have accepted the route.
+		{"canary 20%, route not accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, false, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20%, route accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, true, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficHTTPRoute, ""},
+		{"canary with min 0: scale to zero paused", isvc(ptr.To[int32](0), ptr.To[int32](4), 50), apis{keda: true}, false, hpa(1, 2), hpa(1, 2), false, false, true, servingv1alpha1.TrafficReplicaSplit, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := decide(tc.isvc, tc.have)
-			stable := int32(-1)
-			if sc.stable != nil {
-				stable = *sc.stable
+			sc := decide(tc.isvc, tc.have, tc.accepted)
+			for _, v := range []struct {
+				name      string
+				got, want versionScale
+			}{{"stable", sc.stable, tc.stable}, {"canary", sc.canary, tc.canary}} {
+				if ptr.Deref(v.got.replicas, -1) != ptr.Deref(v.want.replicas, -1) || v.got.hpa != v.want.hpa || v.got.hpaMin != v.want.hpaMin || v.got.hpaMax != v.want.hpaMax {
+					t.Errorf("%s: replicas %d hpa %v %d..%d; want %d %v %d..%d", v.name, ptr.Deref(v.got.replicas, -1), v.got.hpa, v.got.hpaMin, v.got.hpaMax,
+						ptr.Deref(v.want.replicas, -1), v.want.hpa, v.want.hpaMin, v.want.hpaMax)
+				}
 			}
-			if stable != tc.stable || sc.canary != tc.canary || sc.hpa != tc.hpa || sc.keda != tc.keda || sc.noKEDA != tc.noKEDA {
-				t.Errorf("stable %d canary %d hpa %v keda %v noKEDA %v; want %d %d %v %v %v",
-					stable, sc.canary, sc.hpa, sc.keda, sc.noKEDA, tc.stable, tc.canary, tc.hpa, tc.keda, tc.noKEDA)
-			}
-			if tc.mode == "" && sc.traffic != nil || tc.mode != "" && (sc.traffic == nil || sc.traffic.Mode != tc.mode ||
-				sc.traffic.StablePercent != tc.stablePct || sc.traffic.CanaryPercent != tc.canaryPct) {
-				t.Errorf("traffic %+v, want %s %d/%d", sc.traffic, tc.mode, tc.stablePct, tc.canaryPct)
+			if sc.keda != tc.keda || sc.noKEDA != tc.noKEDA || sc.zeroPaused != tc.zeroPaused || sc.mode != tc.mode || sc.serves != tc.serves {
+				t.Errorf("keda %v noKEDA %v zeroPaused %v mode %q serves %q; want %v %v %v %q %q", sc.keda, sc.noKEDA, sc.zeroPaused, sc.mode, sc.serves,
+					tc.keda, tc.noKEDA, tc.zeroPaused, tc.mode, tc.serves)
 			}
 		})
 	}

@@ -3,8 +3,8 @@ package inferenceservice
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -36,10 +38,12 @@ import (
 // +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices/status,verbs=get;patch
 // +kubebuilder:rbac:groups=serving.kiln.dev,resources=inferenceservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;create;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // FieldManager owns every field kiln applies.
@@ -54,20 +58,21 @@ type Options struct {
 	FetchImage string
 	// PrometheusAddress is the server KEDA queries for request rates.
 	PrometheusAddress string
+	// Namespaces limits what the controller watches (the manager's); empty means all.
+	Namespaces []string
 }
 
 var crdKind = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
 
-// optionalCRDs are the CRDs whose arrival or removal changes what kiln creates.
-var optionalCRDs = map[string]bool{
-	"httproutes.gateway.networking.k8s.io": true, "scaledobjects.keda.sh": true,
-	"servicemonitors.monitoring.coreos.com": true, "prometheusrules.monitoring.coreos.com": true,
-}
-
 // Reconciler reconciles InferenceServices.
 type Reconciler struct {
 	client client.Client
-	reader client.Reader // uncached: services and optional kinds are not in the cache
+	// owned caches the Services, pods and optional-API objects of InferenceServices (newOwnedCache).
+	owned   cache.Cache
+	watches *watches
+	// reader reads the apiserver: only to look for a same-named object before kiln creates one
+	// (objects without kiln's label are in no cache).
+	reader client.Reader
 	clock  clock.PassiveClock
 	opts   Options
 }
@@ -83,20 +88,32 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
 }
 
-// SetupWithManager watches InferenceServices, the Deployments and HPAs they own, and (metadata
-// only) the CRDs of the optional APIs: installing or removing one re-reconciles every service.
+// SetupWithManager watches InferenceServices, every kind they own (Deployments and HPAs in the
+// manager's cache, the rest in the controller's own, optional kinds once their CRD is there), the
+// pods' trouble and (metadata only) the CRDs of the optional APIs: installing or removing one
+// re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	owned, err := newOwnedCache(mgr, r.opts.Namespaces)
+	if err != nil {
+		return err
+	}
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(crdKind)
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("inferenceservice").
 		For(&servingv1alpha1.InferenceService{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return optionalCRDs[o.GetName()] }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { _, ok := optionalKinds[o.GetName()]; return ok }))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.owned = owned
+	r.watches, err = newWatches(mgr, c, owned)
+	return err
 }
 
 // optionalAPIChanged re-reconciles every service when an optional API comes or goes.
@@ -113,7 +130,8 @@ func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []
 }
 
 // Reconcile applies everything the InferenceService needs, removes what it no longer needs and
-// writes the status.
+// writes the status. Every read is from a cache but one: a look for a same-named object before
+// kiln creates one.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", tracing.Object("InferenceService", req.Namespace, req.Name)...)
 	defer func() { end(err) }()
@@ -122,10 +140,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	have := r.installed(ctx)
-	sc := decide(isvc, have)
-	if err := r.applyAll(ctx, isvc, sc, have); err != nil {
+	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
+	accepted, err := r.routeAccepted(ctx, isvc, have)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	sc := decide(isvc, have, accepted)
 	stableDep, err := r.deployment(ctx, isvc, stable)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -134,20 +156,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	conflict, err := r.applyAll(ctx, isvc, sc, have, stableDep, canaryDep)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	var why trouble
-	if stableDep != nil && (stableDep.Status.ReadyReplicas == 0 || !rolloutOf(stableDep).complete) {
+	if conflict != "" {
+		why = trouble{"NameConflict", conflict}
+	} else if stableDep != nil && (stableDep.Status.ReadyReplicas == 0 || !rolloutOf(stableDep).complete) {
 		if why, err = r.troubleOf(ctx, isvc); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	st := status(isvc, sc, stableDep, canaryDep, why, metav1.NewTime(r.clock.Now()))
-	// Pods failing to start change no Deployment status: look again while none is ready.
-	var result reconcile.Result
-	if !meta.IsStatusConditionTrue(st.Conditions, Ready) {
-		result.RequeueAfter = notReadyRecheck
-	}
 	if equality.Semantic.DeepEqual(st, isvc.Status) {
-		return result, nil
+		return reconcile.Result{}, nil
 	}
 	base := isvc.DeepCopy()
 	isvc.Status = st
@@ -155,47 +178,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	recordReady(base, st)
-	return result, nil
+	return reconcile.Result{}, nil
 }
-
-// notReadyRecheck is how often a predictor with no ready replica is looked at again.
-const notReadyRecheck = 10 * time.Second
 
 // trouble is why the predictor's pods do not become ready, when they say.
 type trouble struct{ reason, message string }
 
-// troubleOf reads the stable version's pods from the apiserver (they are not cached; this runs
-// only while none is ready or a change rolls out) and says what keeps the first of them from starting: the model fetch
+// troubleOf says what keeps the first of the stable version's pods from starting: the model fetch
 // failing (its termination message, which kiln-fetch writes without secrets), or a container or
 // the scheduler (stuck.Pod).
 func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService) (trouble, error) {
 	var pods corev1.PodList
-	if err := r.reader.List(ctx, &pods, client.InNamespace(isvc.Namespace), client.MatchingLabels(selector(isvc, stable))); err != nil {
+	if err := r.owned.List(ctx, &pods, client.InNamespace(isvc.Namespace), client.MatchingLabels(selector(isvc, stable))); err != nil {
 		return trouble{}, err
 	}
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		for _, cs := range p.Status.InitContainerStatuses {
-			if cs.Name != fetchContainer {
-				continue
-			}
-			t := cs.State.Terminated
-			if t == nil {
-				t = cs.LastTerminationState.Terminated
-			}
-			if t != nil && t.ExitCode != 0 {
-				msg := strings.TrimSpace(t.Message)
-				if msg == "" {
-					msg = fmt.Sprintf("exit code %d", t.ExitCode)
-				}
-				return trouble{"ModelFetchFailed", fmt.Sprintf("fetching the model failed in pod %s: %s", p.Name, msg)}, nil
-			}
-		}
-		if reason, msg := stuck.Pod(p, "pod "+p.Name); reason != "" {
-			return trouble{reason, msg}, nil
+		if t := podTrouble(&pods.Items[i]); t.reason != "" {
+			return t, nil
 		}
 	}
 	return trouble{}, nil
+}
+
+// podTrouble is what keeps one pod from starting, if it says.
+func podTrouble(p *corev1.Pod) trouble {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name != fetchContainer {
+			continue
+		}
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t != nil && t.ExitCode != 0 {
+			msg := strings.TrimSpace(t.Message)
+			if msg == "" {
+				msg = fmt.Sprintf("exit code %d", t.ExitCode)
+			}
+			return trouble{"ModelFetchFailed", fmt.Sprintf("fetching the model failed in pod %s: %s", p.Name, msg)}
+		}
+	}
+	if reason, msg := stuck.Pod(p, "pod "+p.Name); reason != "" {
+		return trouble{reason, msg}
+	}
+	return trouble{}
 }
 
 // recordReady observes how long the service took to become Ready: from its creation, or from
@@ -213,63 +240,161 @@ func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.Infer
 	metrics.TimeToReady.Observe(metrics.Seconds(now.LastTransitionTime.Sub(since)))
 }
 
-// applyAll server-side applies the desired objects and deletes those the spec dropped.
-func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis) error {
+// applyAll server-side applies the desired objects and deletes those the spec dropped. An
+// object of the same name kiln does not control is never taken over: nothing is applied, and the
+// returned conflict says which object is in the way.
+func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (string, error) {
 	want := []client.Object{
-		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable),
-		desiredService(isvc, isvc.Name, ""),
+		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas),
+		desiredService(isvc, isvc.Name, sc.serves),
 		desiredService(isvc, predictorName(isvc, stable), stable),
 	}
 	var drop []client.Object
-	canaryObjs := []client.Object{
-		&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
-		&corev1.Service{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
-	}
 	if t := isvc.Spec.Traffic; t != nil {
 		want = append(want,
-			desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, &sc.canary),
+			desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, sc.canary.replicas),
 			desiredService(isvc, predictorName(isvc, canary), canary))
 	} else {
-		drop = append(drop, canaryObjs...)
+		drop = append(drop,
+			&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
+			&corev1.Service{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)})
 	}
 	if have.gateway {
 		if isvc.Spec.Traffic != nil {
 			want = append(want, desiredHTTPRoute(isvc, isvc.Spec.Traffic.CanaryPercent))
 		} else {
-			drop = append(drop, optional(isvc, "gateway.networking.k8s.io/v1", "HTTPRoute", isvc.Name))
+			drop = append(drop, optional(isvc, httpRouteGVK, isvc.Name))
 		}
 	}
-	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, stable), stable)}
-	if sc.hpa {
-		want = append(want, desiredHPA(isvc, sc.min, sc.max))
-	} else {
-		drop = append(drop, hpa)
+	for _, v := range []struct {
+		version string
+		scale   versionScale
+	}{{stable, sc.stable}, {canary, sc.canary}} {
+		if v.scale.hpa {
+			want = append(want, desiredHPA(isvc, v.version, v.scale.hpaMin, v.scale.hpaMax))
+		} else {
+			drop = append(drop, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, v.version), v.version)})
+		}
 	}
 	if sc.keda {
 		want = append(want, desiredScaledObject(isvc, sc.max, r.opts.PrometheusAddress))
 	} else if have.keda {
-		drop = append(drop, optional(isvc, "keda.sh/v1alpha1", "ScaledObject", predictorName(isvc, stable)))
+		drop = append(drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
 	}
 	if have.monitoring {
 		want = append(want, desiredServiceMonitor(isvc), desiredPrometheusRule(isvc))
 	}
 	for _, o := range want {
+		if conflict, err := r.claimable(ctx, isvc, o); conflict != "" || err != nil {
+			return conflict, err
+		}
+	}
+	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
+	// and a field that loses its only owner is reset (to 1). Another field manager first applies
+	// the current count, so the count stays until the autoscaler changes it.
+	for _, h := range []struct {
+		dep      *appsv1.Deployment
+		autoscal bool
+		scaler   client.Object
+	}{
+		{stableDep, sc.stable.replicas == nil, r.scalerOf(isvc, stable, sc)},
+		{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, r.scalerOf(isvc, canary, sc)},
+	} {
+		if h.dep == nil || !h.autoscal {
+			continue
+		}
+		if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
+			return "", err
+		}
+	}
+	for _, o := range want {
 		if err := r.client.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // typed and unstructured apply alike
-			return fmt.Errorf("applying %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+			return "", fmt.Errorf("applying %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
 	for _, o := range drop {
 		if err := r.deleteOwned(ctx, isvc, o); err != nil {
-			return err
+			return "", err
 		}
+	}
+	return "", nil
+}
+
+// HandoverFieldManager keeps a Deployment's replica count while an autoscaler takes it over.
+const HandoverFieldManager = "kiln-replicas-handover"
+
+// scalerOf is the autoscaler object that decides a version's replicas: its HPA, or the stable
+// version's ScaledObject.
+func (r *Reconciler) scalerOf(isvc *servingv1alpha1.InferenceService, version string, sc scaling) client.Object {
+	if version == stable && sc.keda {
+		return optional(isvc, scaledObjectGVK, predictorName(isvc, stable))
+	}
+	return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version)}
+}
+
+// handOver applies, as HandoverFieldManager, the Deployment's current replicas while its
+// autoscaler does not exist yet (once it does, it owns the count).
+func (r *Reconciler) handOver(ctx context.Context, dep *appsv1.Deployment, scaler client.Object) error {
+	err := r.cacheOf(scaler).Get(ctx, client.ObjectKeyFromObject(scaler), scaler)
+	if err == nil || !apierrors.IsNotFound(err) || dep.Spec.Replicas == nil {
+		return err
+	}
+	// Unstructured: a typed Deployment would also send an empty selector and template.
+	keep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": dep.Name, "namespace": dep.Namespace},
+		"spec":     map[string]any{"replicas": int64(*dep.Spec.Replicas)}}}
+	if err := r.client.Patch(ctx, keep, client.Apply, client.FieldOwner(HandoverFieldManager)); err != nil { //nolint:staticcheck // as applyAll
+		return fmt.Errorf("keeping the replicas of Deployment %s while its autoscaler takes over: %w", dep.Name, err)
 	}
 	return nil
 }
 
-func optional(isvc *servingv1alpha1.InferenceService, apiVersion, kind, name string) client.Object {
+// claimable says, when o exists but this InferenceService does not control it, that it is in the
+// way. kiln's objects carry its label and are cached; an object that is not cached is looked up on
+// the apiserver (so once for each object kiln creates, and while a conflict lasts).
+func (r *Reconciler) claimable(ctx context.Context, isvc *servingv1alpha1.InferenceService, o client.Object) (string, error) {
+	existing := o.DeepCopyObject().(client.Object)
+	key := client.ObjectKeyFromObject(o)
+	err := r.cacheOf(o).Get(ctx, key, existing)
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, existing)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case metav1.IsControlledBy(existing, isvc):
+		return "", nil
+	}
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	owner := "nothing kiln made"
+	if ref := metav1.GetControllerOf(existing); ref != nil {
+		owner = fmt.Sprintf("%s %s", ref.Kind, ref.Name)
+	}
+	return fmt.Sprintf("%s %s already exists and belongs to %s, not to this InferenceService: kiln does not take it over; rename the InferenceService or delete that %s",
+		kind, o.GetName(), owner, kind), nil
+}
+
+// cacheOf is the cache that holds o's kind: the manager's for Deployments and HPAs, the
+// controller's own for the rest.
+func (r *Reconciler) cacheOf(o client.Object) client.Reader {
+	switch o.(type) {
+	case *appsv1.Deployment, *autoscalingv2.HorizontalPodAutoscaler:
+		return r.client
+	}
+	return r.owned
+}
+
+// newOptional is an empty object of an optional API's kind.
+func newOptional(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+func optional(isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKind, name string) client.Object {
+	u := newOptional(gvk)
 	u.SetNamespace(isvc.Namespace)
 	u.SetName(name)
 	return u
@@ -277,8 +402,8 @@ func optional(isvc *servingv1alpha1.InferenceService, apiVersion, kind, name str
 
 // deleteOwned deletes o if it exists and this InferenceService controls it.
 func (r *Reconciler) deleteOwned(ctx context.Context, isvc *servingv1alpha1.InferenceService, o client.Object) error {
-	err := r.reader.Get(ctx, client.ObjectKeyFromObject(o), o)
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+	err := r.cacheOf(o).Get(ctx, client.ObjectKeyFromObject(o), o)
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -293,10 +418,37 @@ func (r *Reconciler) deleteOwned(ctx context.Context, isvc *servingv1alpha1.Infe
 func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{}
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: predictorName(isvc, version)}, d)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(d, isvc)) {
 		return nil, nil
 	}
 	return d, err
+}
+
+// routeAccepted says whether a parent (a mesh or gateway) accepted the InferenceService's
+// HTTPRoute, as the route's status shows: only then does the route split anything.
+func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.InferenceService, have apis) (bool, error) {
+	if !have.gateway || isvc.Spec.Traffic == nil {
+		return false, nil
+	}
+	route := newOptional(httpRouteGVK)
+	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, route)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(route, isvc)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	parents, _, _ := unstructured.NestedSlice(route.Object, "status", "parents")
+	for _, p := range parents {
+		conds, _, _ := unstructured.NestedSlice(p.(map[string]any), "conditions")
+		for _, c := range conds {
+			c, _ := c.(map[string]any)
+			if c["type"] == "Accepted" && c["status"] == "True" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // installed says which optional APIs the cluster has, from the CRD metadata the controller

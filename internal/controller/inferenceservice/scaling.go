@@ -1,8 +1,9 @@
 package inferenceservice
 
 import (
-	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 )
 
 // apis says which optional APIs the cluster serves.
@@ -10,23 +11,36 @@ type apis struct {
 	gateway, keda, monitoring bool
 }
 
-// scaling is how many replicas each version runs and who decides.
-type scaling struct {
-	// min and max are the effective replica bounds (min defaults to 1, max to min).
-	min, max int32
-	// stable is the stable Deployment's replicas; nil leaves them to the HPA or KEDA.
-	stable *int32
-	canary int32
-	hpa    bool
-	keda   bool
-	// noKEDA: minReplicas is 0 but KEDA is not installed; one replica runs instead.
-	noKEDA bool
-	// traffic is the split in force, nil without a canary.
-	traffic *servingv1alpha1.TrafficStatus
+// versionScale is how one version's replicas are decided: a fixed count, or an HPA between
+// hpaMin and hpaMax (replicas nil), or KEDA (replicas nil, keda).
+type versionScale struct {
+	replicas       *int32
+	hpa            bool
+	hpaMin, hpaMax int32
 }
 
-// decide turns the spec into replica counts and a traffic split, given the installed APIs.
-func decide(isvc *servingv1alpha1.InferenceService, have apis) scaling {
+// scaling is how many replicas each version runs, who decides, and how traffic is split.
+type scaling struct {
+	// min and max are the effective replica bounds of the spec (min defaults to 1, max to min).
+	min, max       int32
+	stable, canary versionScale
+	// keda: KEDA scales the stable version from zero.
+	keda bool
+	// noKEDA: minReplicas is 0 but KEDA is not installed; one replica runs instead.
+	noKEDA bool
+	// zeroPaused: minReplicas is 0, but a canary runs, and both versions keep a replica.
+	zeroPaused bool
+	// mode is how the canary's share is enforced ("" without a canary).
+	mode servingv1alpha1.TrafficMode
+	// serves is the version the stable Service selects: "" every version (replica split), or the
+	// only one that takes traffic when the split is 0 or 100 percent.
+	serves string
+}
+
+// decide turns the spec into each version's scaling and the traffic mode, given the installed
+// APIs and whether a parent accepted the HTTPRoute (a route no mesh or gateway enforces splits
+// nothing).
+func decide(isvc *servingv1alpha1.InferenceService, have apis, routeAccepted bool) scaling {
 	s := isvc.Spec
 	lo := int32(1)
 	if s.MinReplicas != nil {
@@ -37,40 +51,45 @@ func decide(isvc *servingv1alpha1.InferenceService, have apis) scaling {
 		hi = max(*s.MaxReplicas, hi)
 	}
 	sc := scaling{min: lo, max: hi}
-	switch {
-	case lo == 0 && have.keda:
-		sc.keda = true
-	case lo == 0:
-		sc.noKEDA, sc.stable = true, ptr.To[int32](1)
-	case hi > lo:
-		sc.hpa = true
-	default:
-		sc.stable = ptr.To(lo)
-	}
 	if s.Traffic == nil {
+		switch {
+		case lo == 0 && have.keda:
+			sc.keda = true
+		case lo == 0:
+			sc.noKEDA, sc.stable.replicas = true, ptr.To[int32](1)
+		case hi > lo:
+			sc.stable = versionScale{hpa: true, hpaMin: lo, hpaMax: hi}
+		default:
+			sc.stable.replicas = ptr.To(lo)
+		}
 		return sc
+	}
+	if lo == 0 {
+		sc.zeroPaused, lo = true, 1
 	}
 	pct := s.Traffic.CanaryPercent
-	if have.gateway {
-		sc.canary = 1
-		sc.traffic = &servingv1alpha1.TrafficStatus{Mode: servingv1alpha1.TrafficHTTPRoute, StablePercent: 100 - pct, CanaryPercent: pct}
+	sc.stable, sc.canary = share(lo, hi, 100-pct), share(lo, hi, pct)
+	sc.mode = servingv1alpha1.TrafficReplicaSplit
+	if have.gateway && routeAccepted {
+		sc.mode = servingv1alpha1.TrafficHTTPRoute
 		return sc
 	}
-	// Without a router, the stable Service spreads requests over every ready pod: the split is
-	// the share of canary pods among lo (at least 1) replicas.
-	n := max(lo, 1)
-	c := (n*pct + 50) / 100
-	switch {
-	case pct > 0 && c == 0:
-		c = 1
-	case pct < 100 && c == n:
-		c = n - 1
+	switch pct {
+	case 0:
+		sc.serves = stable
+	case 100:
+		sc.serves = canary
 	}
-	if n == 1 && pct > 0 && pct < 100 {
-		n, c = 2, 1 // one pod cannot be shared: run one of each
-	}
-	sc.stable, sc.canary, sc.hpa, sc.keda = ptr.To(n-c), c, false, false
-	got := c * 100 / n
-	sc.traffic = &servingv1alpha1.TrafficStatus{Mode: servingv1alpha1.TrafficReplicaSplit, StablePercent: 100 - got, CanaryPercent: got}
 	return sc
+}
+
+// share is one version's part of the bounds lo..hi for pct percent of the traffic: rounded up,
+// so that the versions together never have less capacity than the spec asks, and at least one
+// replica, so that a version in the spec is ready to take its share (even at 0 percent).
+func share(lo, hi, pct int32) versionScale {
+	part := func(n int32) int32 { return max(1, (n*pct+99)/100) }
+	if hi > lo {
+		return versionScale{hpa: true, hpaMin: part(lo), hpaMax: max(part(lo), part(hi))}
+	}
+	return versionScale{replicas: ptr.To(part(lo))}
 }

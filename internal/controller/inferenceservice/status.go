@@ -27,7 +27,7 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	st.ObservedGeneration = isvc.Generation
 	st.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", isvc.Name, isvc.Namespace)
 	st.Selector = labels.FormatLabels(selector(isvc, stable))
-	st.CanaryVersion, st.Traffic = "", sc.traffic
+	st.CanaryVersion, st.Traffic = "", traffic(isvc, sc, stableDep, canaryDep)
 	rollout := rolloutOf(stableDep)
 	if rollout.complete {
 		st.ActiveVersion = stableDep.Spec.Template.Annotations[modelURIAnnotation]
@@ -47,7 +47,7 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 	}
 	predictorOK, reason, msg := versionReady(stableDep, sc.keda)
-	if !predictorOK && why.reason != "" {
+	if !predictorOK && why.reason != "" && why.reason != "NameConflict" {
 		reason, msg = why.reason, msg+": "+why.message
 	}
 	set(PredictorReady, predictorOK, reason, msg)
@@ -67,7 +67,12 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, CanaryReady)
 	}
+	if why.reason == "NameConflict" {
+		ready, readyReason, readyMsg = false, why.reason, why.message
+	}
 	switch {
+	case sc.zeroPaused:
+		set(ScaleToZero, false, "CanaryRunning", "minReplicas 0 is paused while a canary runs: each version keeps at least one replica")
 	case sc.keda:
 		set(ScaleToZero, true, "KEDA", "KEDA scales the predictor from zero on request rate")
 	case sc.noKEDA:
@@ -81,6 +86,37 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	set(Ready, ready, readyReason, readyMsg)
 	if !equality.Semantic.DeepEqual(withoutTime(st), withoutTime(isvc.Status)) {
 		st.LastReconcileTime = &now
+	}
+	return st
+}
+
+// traffic is the split in force: the route's weights once a parent accepted it, else each
+// version's share of the ready pods the stable Service selects.
+func traffic(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment) *servingv1alpha1.TrafficStatus {
+	t := isvc.Spec.Traffic
+	if t == nil {
+		return nil
+	}
+	if sc.mode == servingv1alpha1.TrafficHTTPRoute {
+		return &servingv1alpha1.TrafficStatus{Mode: sc.mode, StablePercent: 100 - t.CanaryPercent, CanaryPercent: t.CanaryPercent}
+	}
+	st := &servingv1alpha1.TrafficStatus{Mode: sc.mode, Approximate: true}
+	var s, c int32
+	if stableDep != nil {
+		s = stableDep.Status.ReadyReplicas
+	}
+	if canaryDep != nil {
+		c = canaryDep.Status.ReadyReplicas
+	}
+	switch {
+	case sc.serves == stable:
+		c = 0
+	case sc.serves == canary:
+		s = 0
+	}
+	if s+c > 0 {
+		st.CanaryPercent = (c*100 + (s+c)/2) / (s + c)
+		st.StablePercent = 100 - st.CanaryPercent
 	}
 	return st
 }

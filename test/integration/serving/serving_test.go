@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -337,6 +338,141 @@ func TestDriftIsRepaired(t *testing.T) {
 	})
 }
 
+// A Service kiln made and someone deleted comes back at once: Services are watched, so the
+// deletion itself is the event (a ready service has nothing else that would reconcile it).
+func TestADeletedServiceComesBackAtOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "kept", nil))
+	makeReady(t, deployment(t, ns, "kept-predictor"))
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	for _, name := range []string{"kept", "kept-predictor"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := env.Client.Delete(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		testenv.EventuallyWithin(t, 5*time.Second, func() error {
+			return env.Client.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{})
+		})
+	}
+}
+
+// A same-named object kiln did not make is never taken over (applying with force would, and
+// garbage collection would then delete it with the InferenceService): the InferenceService says
+// which object is in the way, and the object is left as it was. That includes another
+// InferenceService's object: "a-predictor" and "a" both want a Service "a-predictor".
+func TestNoTakeoverOfObjectsKilnDoesNotOwn(t *testing.T) {
+	ns := env.Namespace(t)
+	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-predictor", Labels: map[string]string{"app": "theirs"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 9000}}}}
+	if err := env.Client.Create(context.Background(), theirs); err != nil {
+		t.Fatal(err)
+	}
+	i := create(t, newISVC(ns, "taken", nil))
+	c := meta.FindStatusCondition(waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse)).Status.Conditions, "Ready")
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		c = meta.FindStatusCondition(i.Status.Conditions, "Ready")
+		if c.Reason != "NameConflict" || !strings.Contains(c.Message, "Service taken-predictor already exists") {
+			return fmt.Errorf("Ready %+v, want NameConflict naming Service taken-predictor", c)
+		}
+		return nil
+	})
+	testenv.Consistently(t, func() error {
+		got := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(theirs), got); err != nil {
+			return err
+		}
+		if len(got.OwnerReferences) > 0 || got.Spec.Selector["app"] != "theirs" || got.Spec.Ports[0].Port != 9000 {
+			return fmt.Errorf("the Service was taken over: owners %v, selector %v, ports %v", got.OwnerReferences, got.Spec.Selector, got.Spec.Ports)
+		}
+		return nil
+	})
+
+	first := create(t, newISVC(ns, "a", nil))
+	waitStatus(t, first, func(*servingv1alpha1.InferenceService) error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a-predictor"}, &corev1.Service{})
+	})
+	second := create(t, newISVC(ns, "a-predictor", nil))
+	waitStatus(t, second, func(i *servingv1alpha1.InferenceService) error {
+		if c := meta.FindStatusCondition(i.Status.Conditions, "Ready"); c == nil || c.Reason != "NameConflict" || !strings.Contains(c.Message, "belongs to InferenceService a,") {
+			return fmt.Errorf("Ready %+v, want NameConflict naming InferenceService a", c)
+		}
+		return nil
+	})
+}
+
+// Handing the replicas to an HPA keeps the current count: kiln's apply stops setting them, and
+// without another owner the field would fall back to 1.
+func TestHandingReplicasToAnHPAKeepsTheCount(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "handover", func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr.To[int32](3) }))
+	testenv.Eventually(t, func() error {
+		if n := *deployment(t, ns, "handover-predictor").Spec.Replicas; n != 3 {
+			return fmt.Errorf("replicas %d, want 3", n)
+		}
+		return nil
+	})
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.MaxReplicas = ptr.To[int32](6) })
+	testenv.Eventually(t, func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "handover-predictor"}, &autoscalingv2.HorizontalPodAutoscaler{})
+	})
+	testenv.Consistently(t, func() error {
+		if n := *deployment(t, ns, "handover-predictor").Spec.Replicas; n != 3 {
+			return fmt.Errorf("replicas %d after the HPA took over, want 3 kept", n)
+		}
+		return nil
+	})
+}
+
+// A canary on an autoscaled service, without an accepted route: each version keeps autoscaling
+// within its share of the bounds (the HPA is not dropped for fixed counts), and at 0 percent the
+// canary keeps a replica while the stable Service selects only the stable version.
+func TestCanaryKeepsCapacityAndEveryVersionRuns(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "cap", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MinReplicas, s.MaxReplicas = ptr.To[int32](2), ptr.To[int32](8)
+	}))
+	hpa := func(name string, lo, hi int32) {
+		t.Helper()
+		testenv.Eventually(t, func() error {
+			h := &autoscalingv2.HorizontalPodAutoscaler{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+				return err
+			}
+			if *h.Spec.MinReplicas != lo || h.Spec.MaxReplicas != hi || h.Spec.ScaleTargetRef.Name != name {
+				return fmt.Errorf("HPA %s: %d..%d of %s, want %d..%d", name, *h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Spec.ScaleTargetRef.Name, lo, hi)
+			}
+			return nil
+		})
+	}
+	hpa("cap-predictor", 2, 8)
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
+	})
+	hpa("cap-predictor", 2, 7)
+	hpa("cap-predictor-canary", 1, 2)
+	for name, version := range map[string]string{"cap-predictor": "stable", "cap-predictor-canary": "canary"} {
+		svc := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.Selector["serving.kiln.dev/version"] != version {
+			t.Errorf("Service %s selects %v, want version %s only", name, svc.Spec.Selector, version)
+		}
+	}
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.Traffic.CanaryPercent = 0 })
+	hpa("cap-predictor-canary", 1, 1)
+	testenv.Eventually(t, func() error {
+		svc := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cap"}, svc); err != nil {
+			return err
+		}
+		if svc.Spec.Selector["serving.kiln.dev/version"] != "stable" {
+			return fmt.Errorf("at 0 percent the stable Service selects %v, want the stable version only", svc.Spec.Selector)
+		}
+		return nil
+	})
+}
+
 func TestHPAWithTheRightBounds(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
@@ -366,6 +502,14 @@ func canaryThenPromoteAndRollBack(t *testing.T, ns, name string, check func(*ser
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
 		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
 	})
+	// Each version gets its share of the 5 replicas, rounded up: 4 and 1.
+	testenv.Eventually(t, func() error {
+		if n := *deployment(t, ns, name+"-predictor").Spec.Replicas; n != 4 {
+			return fmt.Errorf("stable replicas %d, want 4", n)
+		}
+		return nil
+	})
+	makeReady(t, deployment(t, ns, name+"-predictor"))
 	makeReady(t, deployment(t, ns, name+"-predictor-canary"))
 	check(waitStatus(t, i, conditionIs("CanaryReady", metav1.ConditionTrue)))
 
@@ -394,8 +538,8 @@ func canaryThenPromoteAndRollBack(t *testing.T, ns, name string, check func(*ser
 func TestCanaryByReplicaSplitWithoutGatewayAPI(t *testing.T) {
 	ns := env.Namespace(t)
 	canaryThenPromoteAndRollBack(t, ns, "split", func(i *servingv1alpha1.InferenceService) {
-		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficReplicaSplit || tr.CanaryPercent != 20 || tr.StablePercent != 80 {
-			t.Errorf("traffic %+v, want ReplicaSplit 80/20", tr)
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficReplicaSplit || tr.CanaryPercent != 20 || tr.StablePercent != 80 || !tr.Approximate {
+			t.Errorf("traffic %+v, want ReplicaSplit 80/20, approximate", tr)
 		}
 		if s, c := deployment(t, ns, "split-predictor"), deployment(t, ns, "split-predictor-canary"); *s.Spec.Replicas != 4 || *c.Spec.Replicas != 1 {
 			t.Errorf("replicas stable %d canary %d, want 4 and 1", *s.Spec.Replicas, *c.Spec.Replicas)
@@ -455,15 +599,32 @@ func TestCanaryByHTTPRouteWithGatewayAPI(t *testing.T) {
 	env.InstallCRDs(t, testenv.GatewayAPICRDs(t))
 	ns := env.Namespace(t)
 	canaryThenPromoteAndRollBack(t, ns, "routed", func(i *servingv1alpha1.InferenceService) {
-		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficHTTPRoute || tr.CanaryPercent != 20 {
-			t.Errorf("traffic %+v, want HTTPRoute 80/20", tr)
+		// The CRDs alone enforce nothing: until a parent accepts the route, the pods split.
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficReplicaSplit || !tr.Approximate || tr.CanaryPercent != 20 {
+			t.Errorf("traffic %+v before the route is accepted, want ReplicaSplit 80/20, approximate", tr)
 		}
 		route := &unstructured.Unstructured{}
 		route.SetAPIVersion("gateway.networking.k8s.io/v1")
 		route.SetKind("HTTPRoute")
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "routed"}, route); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Eventually(t, func() error {
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "routed"}, route); err != nil {
+				return err
+			}
+			// As a mesh implementing GAMMA reports it.
+			route.Object["status"] = map[string]any{"parents": []any{map[string]any{
+				"parentRef":      map[string]any{"group": "", "kind": "Service", "name": "routed", "port": int64(80)},
+				"controllerName": "mesh.example.com/gamma",
+				"conditions": []any{map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+					"observedGeneration": route.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
+			}}}
+			return env.Client.Status().Update(context.Background(), route)
+		})
+		waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+			if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficHTTPRoute || tr.CanaryPercent != 20 || tr.Approximate {
+				return fmt.Errorf("traffic %+v, want HTTPRoute 80/20", tr)
+			}
+			return nil
+		})
 		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
 		backends := rules[0].(map[string]any)["backendRefs"].([]any)
 		got := fmt.Sprintf("%v=%v %v=%v", backends[0].(map[string]any)["name"], backends[0].(map[string]any)["weight"],

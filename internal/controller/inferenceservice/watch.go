@@ -1,0 +1,144 @@
+package inferenceservice
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+// The kinds of the optional APIs kiln makes objects of, and the CRD that serves each.
+var (
+	httpRouteGVK      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	scaledObjectGVK   = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
+	serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+	prometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
+
+	optionalKinds = map[string]schema.GroupVersionKind{
+		"httproutes.gateway.networking.k8s.io":  httpRouteGVK,
+		"scaledobjects.keda.sh":                 scaledObjectGVK,
+		"servicemonitors.monitoring.coreos.com": serviceMonitorGVK,
+		"prometheusrules.monitoring.coreos.com": prometheusRuleGVK,
+	}
+)
+
+// newOwnedCache is the controller's own cache of what an InferenceService makes besides its
+// Deployments and HPAs (the manager's cache has those): its Services, its pods (status only: why
+// they do not start) and its objects of the optional APIs — each selected by LabelService, so it
+// holds nothing else of the cluster. The manager's Service and pod caches hold the training
+// kinds' children only (their own label), hence a cache of its own.
+func newOwnedCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
+	has, err := labels.NewRequirement(LabelService, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	opts := cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultLabelSelector: labels.NewSelector().Add(*has),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		ByObject:             map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}},
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// podStatusOnly keeps of a cached pod what troubleOf reads: its name, labels and status.
+func podStatusOnly(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
+	}, Status: pod.Status}, nil
+}
+
+// watches starts the watches of the owned cache's kinds: Services at once, the optional kinds
+// once their CRD is installed (watch) and, when it is removed, their informer goes (unwatch).
+type watches struct {
+	ctrl   controller.Controller
+	cache  cache.Cache
+	mapper meta.RESTMapper
+	owner  handler.EventHandler
+	mu     sync.Mutex
+	active map[schema.GroupVersionKind]bool
+}
+
+func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*watches, error) {
+	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
+		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &servingv1alpha1.InferenceService{}, handler.OnlyControllerOwner())}
+	if err := c.Watch(source.Kind(owned, client.Object(&corev1.Service{}), w.owner)); err != nil {
+		return nil, err
+	}
+	// A pod's trouble (a failed fetch, an image that cannot be pulled) changes no Deployment
+	// status: its pods tell.
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetLabels()[LabelService]}}}
+	})
+	troubleChanged := predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return podTrouble(e.ObjectOld.(*corev1.Pod)) != podTrouble(e.ObjectNew.(*corev1.Pod))
+		},
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	if err := c.Watch(source.Kind(owned, client.Object(&corev1.Pod{}), byLabel, troubleChanged)); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// sync watches the optional kinds the cluster serves and stops watching those it no longer does.
+func (w *watches) sync(ctx context.Context, have apis) error {
+	served := map[schema.GroupVersionKind]bool{httpRouteGVK: have.gateway, scaledObjectGVK: have.keda,
+		serviceMonitorGVK: have.monitoring, prometheusRuleGVK: have.monitoring}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for gvk, on := range served {
+		switch {
+		case on && !w.active[gvk]:
+			// A CRD just created is served moments later: until then a watch would retry only
+			// every 10 s, and the reconcile that needs the kind fails and is retried anyway.
+			if _, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+				continue
+			}
+			if err := w.ctrl.Watch(source.Kind(w.cache, client.Object(newOptional(gvk)), w.owner)); err != nil {
+				return err
+			}
+			w.active[gvk] = true
+		case !on && w.active[gvk]:
+			if err := w.cache.RemoveInformer(ctx, newOptional(gvk)); err != nil {
+				return err
+			}
+			delete(w.active, gvk)
+		}
+	}
+	return nil
+}
