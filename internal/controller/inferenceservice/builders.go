@@ -107,7 +107,7 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 		Name: "predictor", Image: s.image,
 		Args:           append(serverArgs(isvc, s), isvc.Spec.Args...),
 		Env:            s.env,
-		Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}},
+		Ports:          containerPorts(s),
 		StartupProbe:   s.startupProbe(ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)),
 		ReadinessProbe: s.probe(s.ready),
 		LivenessProbe:  s.probe(s.live),
@@ -119,6 +119,15 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 		c.EnvFrom = o.EnvFrom
 	}
 	return c
+}
+
+// containerPorts are the serving port and, when the server publishes metrics on another, that.
+func containerPorts(s server) []corev1.ContainerPort {
+	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}}
+	if s.metrics.port != 0 && s.metrics.port != s.port {
+		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: s.metrics.port})
+	}
+	return ports
 }
 
 // serverArgs are the framework's arguments for the spec: TorchServe without token authorization
@@ -188,18 +197,19 @@ const (
 // DefaultModelSizeLimit bounds a fetched model unless spec.storage.sizeLimit says otherwise.
 var DefaultModelSizeLimit = resource.MustParse("50Gi")
 
-// desiredService is the stable Service <name> (version "": every version, so replica counts
-// split the traffic; or the one version that takes all of it) or a per-version Service.
-func desiredService(isvc *servingv1alpha1.InferenceService, name, version string) *corev1.Service {
-	port := serverOf(isvc).port
-	m := objectMeta(isvc, name, version)
+// desiredService is the stable Service <name> (version ""; it selects every version, so replica
+// counts split the traffic, or the one version that takes all of it) or a version's Service.
+// A per-version Service also names the metrics port, for the ServiceMonitor.
+func desiredService(isvc *servingv1alpha1.InferenceService, name, version string, selects string) *corev1.Service {
+	s := serverOf(isvc)
+	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(s.port)}}
+	if version != "" && s.metrics.port != 0 && s.metrics.port != s.port {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: s.metrics.port, TargetPort: intstr.FromString("metrics")})
+	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: m,
-		Spec: corev1.ServiceSpec{
-			Selector: selector(isvc, version),
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}},
-		},
+		ObjectMeta: objectMeta(isvc, name, version),
+		Spec:       corev1.ServiceSpec{Selector: selector(isvc, selects), Ports: ports},
 	}
 }
 
@@ -257,26 +267,55 @@ func desiredScaledObject(isvc *servingv1alpha1.InferenceService, max int32, prom
 	})
 }
 
-// desiredServiceMonitor scrapes every version's pods.
+// desiredServiceMonitor scrapes every version's pods, through the per-version Services (the
+// stable Service <name> would scrape them twice): the samples carry service="<name>-predictor"
+// or "<name>-predictor-canary". Nil when the server publishes no metrics kiln knows of.
 func desiredServiceMonitor(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
+	m := serverOf(isvc).metrics
+	if !m.known() {
+		return nil
+	}
+	port := "http"
+	if m.port != 0 && m.port != serverOf(isvc).port {
+		port = "metrics"
+	}
 	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "ServiceMonitor", isvc.Name, map[string]any{
-		"selector":  map[string]any{"matchLabels": map[string]any{LabelService: isvc.Name, LabelVersion: stable}},
-		"endpoints": []any{map[string]any{"port": "http", "path": "/metrics"}},
+		"selector": map[string]any{"matchLabels": map[string]any{LabelService: isvc.Name},
+			"matchExpressions": []any{map[string]any{"key": LabelVersion, "operator": "Exists"}}},
+		"endpoints": []any{map[string]any{"port": port, "path": m.path}},
 	})
 }
 
-// desiredPrometheusRule alerts on unavailable replicas and a high error rate.
+// desiredPrometheusRule alerts on unavailable replicas (kube-state-metrics) and, where the
+// server's request counters are known, on more than 5% failed requests.
 func desiredPrometheusRule(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
-	ns, dep := isvc.Namespace, predictorName(isvc, stable)
+	ns := isvc.Namespace
+	rules := []any{map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
+		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + isvc.Name + `-predictor(-canary)?"}) > 0`,
+		"labels": map[string]any{"severity": "warning"}}}
+	if m := serverOf(isvc).metrics; m.known() {
+		scope := `namespace="` + ns + `",service=~"` + isvc.Name + `-predictor(-canary)?"`
+		rate := func(series []string) string {
+			terms := make([]string, len(series))
+			for i, s := range series {
+				// A counter not yet published (no 4xx so far) would make the sum empty.
+				terms[i] = "(sum(rate(" + withMatchers(s, scope) + "[5m])) or vector(0))"
+			}
+			return strings.Join(terms, " + ")
+		}
+		rules = append(rules, map[string]any{"alert": "InferenceServiceHighErrorRate", "for": "5m",
+			"expr":   "(" + rate(m.failed) + ") / (" + rate(m.ok) + " + " + rate(m.failed) + ") > 0.05",
+			"labels": map[string]any{"severity": "critical"}})
+	}
 	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "PrometheusRule", isvc.Name, map[string]any{
-		"groups": []any{map[string]any{"name": "kiln-inferenceservice-" + isvc.Name, "rules": []any{
-			map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
-				"expr":   `kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment="` + dep + `"} > 0`,
-				"labels": map[string]any{"severity": "warning"}},
-			map[string]any{"alert": "InferenceServiceHighErrorRate", "for": "5m",
-				"expr": `sum(rate(http_requests_total{namespace="` + ns + `",service="` + isvc.Name + `",code=~"5.."}[5m])) / sum(rate(http_requests_total{namespace="` +
-					ns + `",service="` + isvc.Name + `"}[5m])) > 0.05`,
-				"labels": map[string]any{"severity": "critical"}},
-		}}},
+		"groups": []any{map[string]any{"name": "kiln-inferenceservice-" + isvc.Name, "rules": rules}},
 	})
+}
+
+// withMatchers adds label matchers to a series selector: name or name{matchers}.
+func withMatchers(series, matchers string) string {
+	if name, rest, ok := strings.Cut(series, "{"); ok {
+		return name + "{" + matchers + "," + rest
+	}
+	return series + "{" + matchers + "}"
 }

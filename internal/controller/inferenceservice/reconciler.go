@@ -43,7 +43,7 @@ import (
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // FieldManager owns every field kiln applies.
@@ -246,14 +246,14 @@ func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.Infer
 func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (string, error) {
 	want := []client.Object{
 		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas),
-		desiredService(isvc, isvc.Name, sc.serves),
-		desiredService(isvc, predictorName(isvc, stable), stable),
+		desiredService(isvc, isvc.Name, "", sc.serves),
+		desiredService(isvc, predictorName(isvc, stable), stable, stable),
 	}
 	var drop []client.Object
 	if t := isvc.Spec.Traffic; t != nil {
 		want = append(want,
 			desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, sc.canary.replicas),
-			desiredService(isvc, predictorName(isvc, canary), canary))
+			desiredService(isvc, predictorName(isvc, canary), canary, canary))
 	} else {
 		drop = append(drop,
 			&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
@@ -282,7 +282,12 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		drop = append(drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
 	}
 	if have.monitoring {
-		want = append(want, desiredServiceMonitor(isvc), desiredPrometheusRule(isvc))
+		if sm := desiredServiceMonitor(isvc); sm != nil {
+			want = append(want, sm)
+		} else {
+			drop = append(drop, optional(isvc, serviceMonitorGVK, isvc.Name))
+		}
+		want = append(want, desiredPrometheusRule(isvc))
 	}
 	for _, o := range want {
 		if conflict, err := r.claimable(ctx, isvc, o); conflict != "" || err != nil {

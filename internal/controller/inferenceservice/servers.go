@@ -23,7 +23,22 @@ type server struct {
 	env  []corev1.EnvVar
 	// live and ready are HTTP health paths; empty means a TCP check on the port.
 	live, ready string
+	// metrics is where the server publishes Prometheus metrics, and which of them count
+	// requests; a zero value: none kiln knows of.
+	metrics promEndpoint
 }
+
+// promEndpoint is a server's Prometheus endpoint and its request counters.
+type promEndpoint struct {
+	// port serves path; 0 is the serving port.
+	port int32
+	path string
+	// ok and failed name the counters of answered and failed requests (PromQL series selectors,
+	// without the namespace and service matchers kiln adds). Requests are their sum.
+	ok, failed []string
+}
+
+func (m promEndpoint) known() bool { return m.path != "" }
 
 var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
 
@@ -31,6 +46,7 @@ var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
 const torchServeGPUImage = "pytorch/torchserve:0.11.0-gpu"
 
 var triton = server{image: "nvcr.io/nvidia/tritonserver:24.08-py3", port: 8000, live: v2Live, ready: v2Ready,
+	metrics: promEndpoint{port: 8002, path: "/metrics", ok: []string{"nv_inference_request_success"}, failed: []string{"nv_inference_request_failure"}},
 	args: func(port, _ int32) []string {
 		return []string{"tritonserver", "--model-repository=" + ModelDir, "--http-port=" + itoa(port)}
 	}}
@@ -38,6 +54,8 @@ var triton = server{image: "nvcr.io/nvidia/tritonserver:24.08-py3", port: 8000, 
 // vllm serves an LLM through an OpenAI-compatible API, its tensors split over the replica's
 // GPUs.
 var vllm = server{image: "vllm/vllm-openai:v0.6.3", port: 8000, live: "/health", ready: "/health",
+	// vLLM's HTTP metrics (prometheus-fastapi-instrumentator: status grouped as 2xx, 4xx, 5xx).
+	metrics: promEndpoint{path: "/metrics", ok: []string{`http_requests_total{status!~"5.*"}`}, failed: []string{`http_requests_total{status=~"5.*"}`}},
 	args: func(port, gpus int32) []string {
 		args := []string{"--model", ModelDir, "--served-model-name", "model", "--port", itoa(port)}
 		if gpus > 1 {
@@ -51,7 +69,8 @@ const tensorFlowGPUImage = "tensorflow/serving:2.17.0-gpu"
 
 func mlserver(impl string) server {
 	s := server{image: "seldonio/mlserver:1.6.1", port: 8080, live: v2Live, ready: v2Ready,
-		args: func(int32, int32) []string { return []string{"mlserver", "start", ModelDir} }}
+		metrics: promEndpoint{port: 8082, path: "/metrics", ok: []string{"model_infer_request_success_total"}, failed: []string{"model_infer_request_failure_total"}},
+		args:    func(int32, int32) []string { return []string{"mlserver", "start", ModelDir} }}
 	s.env = []corev1.EnvVar{{Name: "MLSERVER_MODEL_URI", Value: ModelDir}, {Name: "MLSERVER_MODEL_NAME", Value: "model"}}
 	if impl != "" {
 		s.env = append(s.env, corev1.EnvVar{Name: "MLSERVER_MODEL_IMPLEMENTATION", Value: impl})
@@ -68,7 +87,10 @@ var servers = map[servingv1alpha1.Framework]server{
 		}},
 	servingv1alpha1.FrameworkVLLM:        vllm,
 	servingv1alpha1.FrameworkHuggingFace: vllm, // Hugging Face models behind vLLM's OpenAI-compatible server
+	// TorchServe's metrics API (0.0.0.0:8082 in its image's config.properties) publishes the
+	// request counters with metrics_mode=prometheus.
 	servingv1alpha1.FrameworkTorchServe: {image: "pytorch/torchserve:0.11.0-cpu", port: 8080, live: "/ping", ready: "/ping",
+		metrics: promEndpoint{port: 8082, path: "/metrics", ok: []string{"Requests2XX", "Requests4XX"}, failed: []string{"Requests5XX"}},
 		args: func(int32, int32) []string {
 			return []string{"torchserve", "--start", "--foreground", "--model-store=" + ModelDir, "--models", "all"}
 		}},

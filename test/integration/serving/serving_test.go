@@ -592,6 +592,22 @@ func TestMonitoringWherePrometheusOperatorIsInstalled(t *testing.T) {
 		testenv.Eventually(t, func() error {
 			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "watched"}, u)
 		})
+		if kind == "ServiceMonitor" {
+			// MLServer (sklearn) publishes its metrics on 8082: the ServiceMonitor scrapes the
+			// per-version Services' "metrics" port, which leads to the container's.
+			endpoints, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
+			if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
+				t.Errorf("ServiceMonitor endpoints %v, want the metrics port", endpoints)
+			}
+		}
+	}
+	svc := &corev1.Service{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "watched-predictor"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	ports := deployment(t, ns, "watched-predictor").Spec.Template.Spec.Containers[0].Ports
+	if len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Name != "metrics" || svc.Spec.Ports[1].Port != 8082 || len(ports) != 2 || ports[1].ContainerPort != 8082 {
+		t.Errorf("Service ports %+v, container ports %+v: want metrics on 8082", svc.Spec.Ports, ports)
 	}
 }
 
