@@ -5,10 +5,11 @@
 #   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | addons | all   (default: cluster)
 #
 #   generate  controller-gen                                  (make generate, make verify)
-#   envtest   etcd, kube-apiserver, the Gateway API CRDs      (integration suites)
+#   envtest   etcd, kube-apiserver, the Gateway API and KEDA CRDs  (integration suites)
 #   cluster   envtest's, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl and
 #             kwok's stages                                   (make run, the e2e suite, make bench)
-#   addons    scheduler-plugins' scheduler and controller, Kueue, with their CRDs
+#   addons    scheduler-plugins' scheduler and controller, Kueue, with their CRDs; KEDA's
+#             operator and a stand-in for its HTTP add-on's scaler (hack/tools/keda/httpscaler)
 #                                                             (the e2e suite of test/e2e/addons)
 #   all       every set                                       (make test)
 #
@@ -33,11 +34,16 @@ stamp=""
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	stamp+=" -X $p.gitVersion=$kube_version -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
 done
-required() { awk -v m="$2" '$1 == "require" && $2 == m {print $3}' "$here/$1/go.mod"; } # required TOOL MODULE: its version
+required() { # required TOOL MODULE: its version, from a one-line require or a require block
+	awk -v m="$2" '$1 == "require" && $2 == m {print $3} $1 == m && NF >= 2 && $2 ~ /^v/ {print $2}' "$here/$1/go.mod" | head -n 1
+}
 gw_version=$(required gateway-api sigs.k8s.io/gateway-api)
 # The add-ons live in folders named after their release, so a new pin is built beside the old.
 sp_version=$(required scheduler-plugins sigs.k8s.io/scheduler-plugins)
 kueue_version=$(required kueue sigs.k8s.io/kueue)
+keda_version=$(required keda github.com/kedacore/keda/v2)
+# The stand-in scaler is kiln's own code: a change to it builds it again.
+httpscaler=httpscaler-$(sha256sum "$here/keda/httpscaler/main.go" | cut -c1-12)
 
 # Every piece: name, the test that it is already there, and how to make it.
 # Cold times measured on a new 2-core machine (empty module and build caches, in this order; the
@@ -45,14 +51,14 @@ kueue_version=$(required kueue sigs.k8s.io/kueue)
 declare -A cold=(
 	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
-	[scheduler-plugins]=230 [kueue]=250
+	[scheduler-plugins]=230 [kueue]=250 [keda-crds]=10 [keda]=420
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
-	[envtest]="etcd kube-apiserver gateway-api-crds"
-	[cluster]="etcd kube-apiserver gateway-api-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages"
+	[envtest]="etcd kube-apiserver gateway-api-crds keda-crds"
+	[cluster]="etcd kube-apiserver gateway-api-crds keda-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages"
 )
-set_pieces[addons]="scheduler-plugins kueue"
+set_pieces[addons]="scheduler-plugins kueue keda"
 set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
 
 present() { # present PIECE: is it in the cache already?
@@ -61,6 +67,8 @@ present() { # present PIECE: is it in the cache already?
 	kwok-stages) [ -f "$bin/stages/pod-delete.yaml" ] ;;
 	scheduler-plugins) [ -x "$bin/scheduler-plugins-$sp_version/controller" ] ;;
 	kueue) [ -x "$bin/kueue-$kueue_version/kueue" ] ;;
+	keda-crds) [ -f "$bin/crds/keda-$keda_version/keda.sh_scaledobjects.yaml" ] ;;
+	keda) [ -x "$bin/keda-$keda_version/keda-operator" ] && [ -x "$bin/keda-$keda_version/$httpscaler" ] ;;
 	*) [ -x "$bin/$1" ] ;;
 	esac
 }
@@ -115,6 +123,17 @@ make_piece() {
 		cp "$kq"/config/components/webhook/manifests.yaml "$dst/webhooks.yaml"
 		chmod u+w "$dst"/crds/*.yaml "$dst/webhooks.yaml"
 		go_build "$here/kueue" "${dst#"$bin/"}/kueue" sigs.k8s.io/kueue/cmd/kueue ;;
+	keda-crds) # KEDA's CRDs, for the tests of the ScaledObjects kiln makes
+		local kd dst="$bin/crds/keda-$keda_version"
+		kd=$(module_dir "$here/keda" github.com/kedacore/keda/v2)
+		mkdir -p "$dst"
+		cp "$kd"/config/crd/bases/*.yaml "$dst/"
+		chmod u+w "$dst"/*.yaml ;;
+	keda) # KEDA's operator, and the stand-in for the HTTP add-on's scaler (its module is not served)
+		local dst="keda-$keda_version"
+		go_build "$here/keda" "$dst/keda-operator" github.com/kedacore/keda/v2/cmd/operator
+		rm -f "$bin/$dst"/httpscaler-*
+		go_build "$here/keda" "$dst/$httpscaler" ./httpscaler ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;
 	esac
 }

@@ -83,9 +83,13 @@ func ToolVersion(tool, module string) (string, error) {
 		return "", err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "require" && f[1] == module {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "require" && f[1] == module {
 			return f[2], nil
 		}
+		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") { // in a require block
+			return f[1], nil
+		}
 	}
-	return "", fmt.Errorf("%s has no line `require %s <version>`", path, module)
+	return "", fmt.Errorf("%s requires no version of %s", path, module)
 }

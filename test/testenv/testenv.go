@@ -174,12 +174,23 @@ func (e *Env) InstallCRDs(t testing.TB, paths ...string) {
 // GatewayAPICRDs is the folder of the Gateway API CRDs hack/tools.sh copied next to the binaries.
 func GatewayAPICRDs(t testing.TB) string {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(os.Getenv("KILN_TOOLS_DIR"), "crds", "gateway-api-*"))
+	return toolCRDs(t, "gateway-api")
+}
+
+// KEDACRDs is the folder of KEDA's CRDs hack/tools.sh copied next to the binaries.
+func KEDACRDs(t testing.TB) string {
+	t.Helper()
+	return toolCRDs(t, "keda")
+}
+
+func toolCRDs(t testing.TB, project string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(os.Getenv("KILN_TOOLS_DIR"), "crds", project+"-*"))
 	if len(dirs) == 0 {
-		dirs, _ = filepath.Glob(filepath.Join(toolsDir, "crds", "gateway-api-*"))
+		dirs, _ = filepath.Glob(filepath.Join(toolsDir, "crds", project+"-*"))
 	}
 	if len(dirs) == 0 {
-		t.Fatal("no Gateway API CRDs next to the tools: run `bash hack/tools.sh envtest`")
+		t.Fatalf("no %s CRDs next to the tools: run `bash hack/tools.sh envtest`", project)
 	}
 	return dirs[0]
 }

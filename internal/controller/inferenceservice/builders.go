@@ -256,15 +256,65 @@ func desiredHTTPRoute(isvc *servingv1alpha1.InferenceService, canaryPercent int3
 	})
 }
 
-// desiredScaledObject lets KEDA scale the stable Deployment from zero on request rate.
-func desiredScaledObject(isvc *servingv1alpha1.InferenceService, max int32, prometheus string) *unstructured.Unstructured {
-	query := `sum(rate(http_requests_total{namespace="` + isvc.Namespace + `",service="` + isvc.Name + `"}[1m]))`
+// desiredScaledObject lets KEDA scale the stable Deployment from zero on the requests the HTTP
+// add-on's interceptor counts for the InterceptorRoute (its scaler, an external-push trigger).
+func desiredScaledObject(isvc *servingv1alpha1.InferenceService, max int32, scaler string) *unstructured.Unstructured {
 	return unstructuredOf(isvc, "keda.sh/v1alpha1", "ScaledObject", predictorName(isvc, stable), map[string]any{
 		"scaleTargetRef":  map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": predictorName(isvc, stable)},
 		"minReplicaCount": int64(0), "maxReplicaCount": int64(max),
-		"triggers": []any{map[string]any{"type": "prometheus", "metadata": map[string]any{
-			"serverAddress": prometheus, "query": query, "threshold": "1"}}},
+		"triggers": []any{map[string]any{"type": "external-push", "metadata": map[string]any{
+			"interceptorRoute": isvc.Name, "scalerAddress": scaler}}},
 	})
+}
+
+// DefaultConcurrencyTarget is the concurrent requests per replica the HTTP add-on scales for.
+const DefaultConcurrencyTarget = 100
+
+// desiredInterceptorRoute routes the InferenceService's host names, through the HTTP add-on's
+// interceptor, to the stable version's Service, holding requests while it scales from zero for
+// as long as a replica may take to start.
+func desiredInterceptorRoute(isvc *servingv1alpha1.InferenceService, interceptor string) *unstructured.Unstructured {
+	_, port := interceptorHost(interceptor)
+	var hosts []any
+	for _, h := range []string{isvc.Name, isvc.Name + "." + isvc.Namespace, isvc.Name + "." + isvc.Namespace + ".svc", serviceHost(isvc)} {
+		hosts = append(hosts, h, h+":"+port)
+	}
+	startup := ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)
+	return unstructuredOf(isvc, "http.keda.sh/v1beta1", "InterceptorRoute", isvc.Name, map[string]any{
+		"target":        map[string]any{"service": predictorName(isvc, stable), "port": int64(80)},
+		"rules":         []any{map[string]any{"hosts": hosts}},
+		"scalingMetric": map[string]any{"concurrency": map[string]any{"targetValue": int64(DefaultConcurrencyTarget)}},
+		"timeouts":      map[string]any{"readiness": strconv.Itoa(int(startup)) + "s"},
+	})
+}
+
+// interceptorHost splits the interceptor option <service>.<namespace>:<port> into the Service's
+// cluster DNS name and the port.
+func interceptorHost(interceptor string) (string, string) {
+	host, port, ok := strings.Cut(interceptor, ":")
+	if !ok {
+		port = "8080"
+	}
+	return host + ".svc.cluster.local", port
+}
+
+// serviceHost is the stable Service's cluster DNS name.
+func serviceHost(isvc *servingv1alpha1.InferenceService) string {
+	return isvc.Name + "." + isvc.Namespace + ".svc.cluster.local"
+}
+
+// desiredStableService is the Service <name>, the InferenceService's address: it selects the
+// versions' pods, or, while KEDA may scale the service to zero, it is a name for the HTTP
+// add-on's interceptor, which holds requests until a replica is ready.
+func desiredStableService(isvc *servingv1alpha1.InferenceService, sc scaling, interceptor string) *corev1.Service {
+	svc := desiredService(isvc, isvc.Name, "", sc.serves)
+	if sc.keda {
+		host, port := interceptorHost(interceptor)
+		p, _ := strconv.Atoi(port)
+		svc.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: host,
+			Ports: []corev1.ServicePort{{Name: "http", Port: int32(p), TargetPort: intstr.FromInt32(int32(p))}}}
+	}
+	return svc
 }
 
 // desiredServiceMonitor scrapes every version's pods, through the per-version Services (the

@@ -30,14 +30,15 @@ func TestDecide(t *testing.T) {
 		have                     apis
 		accepted                 bool
 		stable, canary           versionScale
-		keda, noKEDA, zeroPaused bool
+		keda, noZero, zeroPaused bool
 		mode                     servingv1alpha1.TrafficMode
 		serves                   string
 	}{
 		{"defaults: one replica", isvc(nil, nil, -1), apis{}, false, fixed(1), versionScale{}, false, false, false, "", ""},
 		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, false, hpa(2, 5), versionScale{}, false, false, false, "", ""},
 		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, false, fixed(1), versionScale{}, false, true, false, "", ""},
-		{"min 0 with KEDA", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, false, versionScale{}, versionScale{}, true, false, false, "", ""},
+		{"min 0 with KEDA alone: one replica", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, false, fixed(1), versionScale{}, false, true, false, "", ""},
+		{"min 0 with KEDA and its HTTP add-on", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true, httpAddOn: true}, false, versionScale{}, versionScale{}, true, false, false, "", ""},
 		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, false, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
 		{"canary 20% of 1: one of each", isvc(nil, nil, 20), apis{}, false, fixed(1), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
 		// Capacity: an autoscaled service keeps autoscaling, each version within its share.
@@ -63,9 +64,9 @@ func TestDecide(t *testing.T) {
 						ptr.Deref(v.want.replicas, -1), v.want.hpa, v.want.hpaMin, v.want.hpaMax)
 				}
 			}
-			if sc.keda != tc.keda || sc.noKEDA != tc.noKEDA || sc.zeroPaused != tc.zeroPaused || sc.mode != tc.mode || sc.serves != tc.serves {
-				t.Errorf("keda %v noKEDA %v zeroPaused %v mode %q serves %q; want %v %v %v %q %q", sc.keda, sc.noKEDA, sc.zeroPaused, sc.mode, sc.serves,
-					tc.keda, tc.noKEDA, tc.zeroPaused, tc.mode, tc.serves)
+			if sc.keda != tc.keda || (sc.zeroUnavailable != "") != tc.noZero || sc.zeroPaused != tc.zeroPaused || sc.mode != tc.mode || sc.serves != tc.serves {
+				t.Errorf("keda %v zeroUnavailable %q zeroPaused %v mode %q serves %q; want %v %v %v %q %q", sc.keda, sc.zeroUnavailable, sc.zeroPaused, sc.mode, sc.serves,
+					tc.keda, tc.noZero, tc.zeroPaused, tc.mode, tc.serves)
 			}
 		})
 	}

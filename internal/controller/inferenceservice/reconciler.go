@@ -43,21 +43,29 @@ import (
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=http.keda.sh,resources=interceptorroutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // FieldManager owns every field kiln applies.
 const FieldManager = "kiln"
 
-// DefaultPrometheusAddress is the default of Options.PrometheusAddress.
-const DefaultPrometheusAddress = "http://prometheus-operated.monitoring.svc:9090"
+// The KEDA HTTP add-on's Services as its chart installs them: Options' defaults.
+const (
+	DefaultKEDAHTTPScaler      = "keda-add-ons-http-external-scaler.keda:9090"
+	DefaultKEDAHTTPInterceptor = "keda-add-ons-http-interceptor-proxy.keda:8080"
+)
 
 // Options are the operator-level settings of the controller.
 type Options struct {
 	// FetchImage runs /kiln-fetch in the init container that downloads http(s)/s3/gs models.
 	FetchImage string
-	// PrometheusAddress is the server KEDA queries for request rates.
-	PrometheusAddress string
+	// KEDAHTTPScaler is the HTTP add-on's external scaler (host:port), which KEDA asks whether
+	// a service scaled to zero has requests waiting.
+	KEDAHTTPScaler string
+	// KEDAHTTPInterceptor is the HTTP add-on's interceptor proxy Service
+	// (<name>.<namespace>:<port>), which holds requests while a service scaled to zero starts.
+	KEDAHTTPInterceptor string
 	// Namespaces limits what the controller watches (the manager's); empty means all.
 	Namespaces []string
 }
@@ -82,8 +90,11 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 	if opts.FetchImage == "" {
 		opts.FetchImage = version.Image()
 	}
-	if opts.PrometheusAddress == "" {
-		opts.PrometheusAddress = DefaultPrometheusAddress
+	if opts.KEDAHTTPScaler == "" {
+		opts.KEDAHTTPScaler = DefaultKEDAHTTPScaler
+	}
+	if opts.KEDAHTTPInterceptor == "" {
+		opts.KEDAHTTPInterceptor = DefaultKEDAHTTPInterceptor
 	}
 	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
 }
@@ -148,6 +159,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	sc := decide(isvc, have, accepted)
+	wakes := false
+	if sc.keda {
+		if wakes, err = r.interceptorRouteReady(ctx, isvc); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	stableDep, err := r.deployment(ctx, isvc, stable)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -168,7 +185,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, err
 		}
 	}
-	st := status(isvc, sc, stableDep, canaryDep, why, metav1.NewTime(r.clock.Now()))
+	st := status(isvc, sc, stableDep, canaryDep, why, wakes, r.opts.KEDAHTTPInterceptor, metav1.NewTime(r.clock.Now()))
 	if equality.Semantic.DeepEqual(st, isvc.Status) {
 		return reconcile.Result{}, nil
 	}
@@ -246,7 +263,7 @@ func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.Infer
 func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (string, error) {
 	want := []client.Object{
 		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas),
-		desiredService(isvc, isvc.Name, "", sc.serves),
+		desiredStableService(isvc, sc, r.opts.KEDAHTTPInterceptor),
 		desiredService(isvc, predictorName(isvc, stable), stable, stable),
 	}
 	var drop []client.Object
@@ -277,9 +294,14 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		}
 	}
 	if sc.keda {
-		want = append(want, desiredScaledObject(isvc, sc.max, r.opts.PrometheusAddress))
-	} else if have.keda {
-		drop = append(drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
+		want = append(want, desiredScaledObject(isvc, sc.max, r.opts.KEDAHTTPScaler), desiredInterceptorRoute(isvc, r.opts.KEDAHTTPInterceptor))
+	} else {
+		if have.keda {
+			drop = append(drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
+		}
+		if have.httpAddOn {
+			drop = append(drop, optional(isvc, interceptorGVK, isvc.Name))
+		}
 	}
 	if have.monitoring {
 		if sm := desiredServiceMonitor(isvc); sm != nil {
@@ -429,6 +451,26 @@ func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.Infer
 	return d, err
 }
 
+// interceptorRouteReady says whether the KEDA HTTP add-on reports the InferenceService's
+// InterceptorRoute Ready: only then do requests wake a service scaled to zero.
+func (r *Reconciler) interceptorRouteReady(ctx context.Context, isvc *servingv1alpha1.InferenceService) (bool, error) {
+	route := newOptional(interceptorGVK)
+	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, route)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(route, isvc)) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	conds, _, _ := unstructured.NestedSlice(route.Object, "status", "conditions")
+	for _, c := range conds {
+		if c, _ := c.(map[string]any); c["type"] == "Ready" && c["status"] == "True" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // routeAccepted says whether a parent (a mesh or gateway) accepted the InferenceService's
 // HTTPRoute, as the route's status shows: only then does the route split anything.
 func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.InferenceService, have apis) (bool, error) {
@@ -468,6 +510,7 @@ func (r *Reconciler) installed(ctx context.Context) apis {
 	return apis{
 		gateway:    has("httproutes.gateway.networking.k8s.io"),
 		keda:       has("scaledobjects.keda.sh"),
+		httpAddOn:  has("interceptorroutes.http.keda.sh"),
 		monitoring: has("servicemonitors.monitoring.coreos.com") && has("prometheusrules.monitoring.coreos.com"),
 	}
 }

@@ -9,6 +9,9 @@ import (
 // apis says which optional APIs the cluster serves.
 type apis struct {
 	gateway, keda, monitoring bool
+	// httpAddOn: KEDA's HTTP add-on (its InterceptorRoute API), which holds requests while a
+	// service scaled to zero starts.
+	httpAddOn bool
 }
 
 // versionScale is how one version's replicas are decided: a fixed count, or an HPA between
@@ -24,10 +27,11 @@ type scaling struct {
 	// min and max are the effective replica bounds of the spec (min defaults to 1, max to min).
 	min, max       int32
 	stable, canary versionScale
-	// keda: KEDA scales the stable version from zero.
+	// keda: KEDA scales the stable version from zero, woken by the HTTP add-on's interceptor.
 	keda bool
-	// noKEDA: minReplicas is 0 but KEDA is not installed; one replica runs instead.
-	noKEDA bool
+	// zeroUnavailable: minReplicas is 0 but KEDA or its HTTP add-on is not installed (which, it
+	// says); one replica runs instead.
+	zeroUnavailable string
 	// zeroPaused: minReplicas is 0, but a canary runs, and both versions keep a replica.
 	zeroPaused bool
 	// mode is how the canary's share is enforced ("" without a canary).
@@ -53,10 +57,10 @@ func decide(isvc *servingv1alpha1.InferenceService, have apis, routeAccepted boo
 	sc := scaling{min: lo, max: hi}
 	if s.Traffic == nil {
 		switch {
-		case lo == 0 && have.keda:
+		case lo == 0 && have.keda && have.httpAddOn:
 			sc.keda = true
 		case lo == 0:
-			sc.noKEDA, sc.stable.replicas = true, ptr.To[int32](1)
+			sc.zeroUnavailable, sc.stable.replicas = notInstalled(have), ptr.To[int32](1)
 		case hi > lo:
 			sc.stable = versionScale{hpa: true, hpaMin: lo, hpaMax: hi}
 		default:
@@ -92,4 +96,15 @@ func share(lo, hi, pct int32) versionScale {
 		return versionScale{hpa: true, hpaMin: part(lo), hpaMax: max(part(lo), part(hi))}
 	}
 	return versionScale{replicas: ptr.To(part(lo))}
+}
+
+// notInstalled names what scale to zero lacks.
+func notInstalled(have apis) string {
+	switch {
+	case !have.keda && !have.httpAddOn:
+		return "neither is installed"
+	case !have.keda:
+		return "KEDA is not installed"
+	}
+	return "the HTTP add-on is not installed"
 }

@@ -22,10 +22,16 @@ const (
 
 // status derives the status from the Deployments seen now (nil when absent) and why the
 // predictor's pods do not start, when known.
-func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, why trouble, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
+// wakes says whether the HTTP add-on accepted the route that wakes a service scaled to zero;
+// interceptor is its proxy.
+func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, why trouble, wakes bool, interceptor string, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
 	st := *isvc.Status.DeepCopy()
 	st.ObservedGeneration = isvc.Generation
-	st.URL = fmt.Sprintf("http://%s.%s.svc.cluster.local", isvc.Name, isvc.Namespace)
+	st.URL = "http://" + serviceHost(isvc)
+	if sc.keda { // the Service is a name for the interceptor, which listens on its own port
+		_, port := interceptorHost(interceptor)
+		st.URL += ":" + port
+	}
 	st.Selector = labels.FormatLabels(selector(isvc, stable))
 	st.CanaryVersion, st.Traffic = "", traffic(isvc, sc, stableDep, canaryDep)
 	rollout := rolloutOf(stableDep)
@@ -46,7 +52,7 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 	}
-	predictorOK, reason, msg := versionReady(stableDep, sc.keda)
+	predictorOK, reason, msg := versionReady(stableDep, sc.keda && wakes, st.URL)
 	if !predictorOK && why.reason != "" && why.reason != "NameConflict" {
 		reason, msg = why.reason, msg+": "+why.message
 	}
@@ -54,12 +60,12 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	ready, readyReason, readyMsg := predictorOK, reason, msg
 	// Ready means the spec's model serves: while a change rolls out, the old version may serve,
 	// but the InferenceService is not ready with what it asks for.
-	if predictorOK && !rollout.complete && !(sc.keda && stableDep.Status.Replicas == 0) {
+	if predictorOK && !rollout.complete && !(sc.keda && scaledToZero(stableDep)) {
 		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(st.ActiveVersion, isvc.Spec.ModelURI, why)
 	}
 	if isvc.Spec.Traffic != nil {
 		st.CanaryVersion = isvc.Spec.Traffic.CanaryVersion
-		ok, r, m := versionReady(canaryDep, false)
+		ok, r, m := versionReady(canaryDep, false, "")
 		set(CanaryReady, ok, r, m)
 		if predictorOK && !ok {
 			ready, readyReason, readyMsg = false, "CanaryNotReady", "canary: "+m
@@ -73,14 +79,17 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	switch {
 	case sc.zeroPaused:
 		set(ScaleToZero, false, "CanaryRunning", "minReplicas 0 is paused while a canary runs: each version keeps at least one replica")
+	case sc.keda && wakes:
+		set(ScaleToZero, true, "HTTPAddOn", "KEDA scales the predictor from zero; the KEDA HTTP add-on's interceptor holds requests to "+st.URL+" while a replica starts")
 	case sc.keda:
-		set(ScaleToZero, true, "KEDA", "KEDA scales the predictor from zero on request rate")
-	case sc.noKEDA:
-		set(ScaleToZero, false, "KEDANotInstalled", "minReplicas 0 needs KEDA's ScaledObject API (keda.sh/v1alpha1): install KEDA, or set minReplicas to 1 or more; running 1 replica meanwhile")
+		set(ScaleToZero, false, "InterceptorRouteNotReady", "the KEDA HTTP add-on has not reported InterceptorRoute "+isvc.Name+" Ready: until it does, nothing wakes the service from zero")
+	case sc.zeroUnavailable != "":
+		set(ScaleToZero, false, "ScaleToZeroUnavailable", "minReplicas 0 needs KEDA (keda.sh/v1alpha1 ScaledObject) and its HTTP add-on (http.keda.sh/v1beta1 InterceptorRoute), which holds requests while a replica starts; "+
+			sc.zeroUnavailable+": install what is missing, or set minReplicas to 1 or more; running 1 replica meanwhile")
 	default:
 		meta.RemoveStatusCondition(&st.Conditions, ScaleToZero)
 	}
-	if ready {
+	if ready && readyReason != "ScaledToZero" { // scaled to zero, the reason says requests wake it
 		readyReason, readyMsg = "Ready", "serving at "+st.URL
 	}
 	set(Ready, ready, readyReason, readyMsg)
@@ -128,16 +137,23 @@ func withoutTime(st servingv1alpha1.InferenceServiceStatus) servingv1alpha1.Infe
 
 // versionReady: a version is ready when its Deployment has a ready replica (or, under KEDA, is
 // scaled to zero on purpose).
-func versionReady(d *appsv1.Deployment, keda bool) (bool, string, string) {
+// versionReady: a version is ready when its Deployment has a ready replica, or, when requests
+// wake it (KEDA with an accepted InterceptorRoute), it is scaled to zero on purpose.
+func versionReady(d *appsv1.Deployment, wakes bool, url string) (bool, string, string) {
 	switch {
 	case d == nil:
 		return false, "Creating", "the Deployment does not exist yet"
 	case d.Status.ReadyReplicas > 0:
 		return true, "ReplicasReady", fmt.Sprintf("%d of %d replicas ready", d.Status.ReadyReplicas, d.Status.Replicas)
-	case keda && d.Status.Replicas == 0:
-		return true, "ScaledToZero", "scaled to zero; the first request scales it up"
+	case wakes && scaledToZero(d):
+		return true, "ScaledToZero", "scaled to zero: a request to " + url + " wakes it (the KEDA HTTP add-on holds it until a replica is ready)"
 	}
 	return false, "ReplicasNotReady", fmt.Sprintf("0 of %d replicas ready", d.Status.Replicas)
+}
+
+// scaledToZero: the Deployment asks for no replica and has none.
+func scaledToZero(d *appsv1.Deployment) bool {
+	return d != nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.Replicas == 0
 }
 
 // modelURIAnnotation on a pod template says which model it serves (changing it rolls the

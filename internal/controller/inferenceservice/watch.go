@@ -29,12 +29,14 @@ var (
 	scaledObjectGVK   = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 	serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
 	prometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
+	interceptorGVK    = schema.GroupVersionKind{Group: "http.keda.sh", Version: "v1beta1", Kind: "InterceptorRoute"}
 
 	optionalKinds = map[string]schema.GroupVersionKind{
 		"httproutes.gateway.networking.k8s.io":  httpRouteGVK,
 		"scaledobjects.keda.sh":                 scaledObjectGVK,
 		"servicemonitors.monitoring.coreos.com": serviceMonitorGVK,
 		"prometheusrules.monitoring.coreos.com": prometheusRuleGVK,
+		"interceptorroutes.http.keda.sh":        interceptorGVK,
 	}
 )
 
@@ -118,7 +120,7 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*
 // sync watches the optional kinds the cluster serves and stops watching those it no longer does.
 func (w *watches) sync(ctx context.Context, have apis) error {
 	served := map[schema.GroupVersionKind]bool{httpRouteGVK: have.gateway, scaledObjectGVK: have.keda,
-		serviceMonitorGVK: have.monitoring, prometheusRuleGVK: have.monitoring}
+		serviceMonitorGVK: have.monitoring, prometheusRuleGVK: have.monitoring, interceptorGVK: have.httpAddOn}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for gvk, on := range served {

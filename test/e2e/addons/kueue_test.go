@@ -104,13 +104,8 @@ func startKueue(c *testenv.Cluster, dir string) (func(), error) {
 	}
 	// Kueue waits for its Secret mounted in its certificate folder, as a kubelet would.
 	certDir := filepath.Join(dir, "kueue-certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
+	if err := writeFiles(certDir, secret.Data); err != nil {
 		return nil, err
-	}
-	for name, data := range secret.Data {
-		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			return nil, err
-		}
 	}
 	config := filepath.Join(dir, "kueue.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, kueueConfig, port, certDir), 0o600); err != nil {
@@ -143,43 +138,50 @@ func startKueue(c *testenv.Cluster, dir string) (func(), error) {
 // and injects the CA into its webhook configurations and CRDs. (With its certificate management
 // off, Kueue reads its metrics certificate from a fixed /etc folder.)
 func kueueCertSecret() (*corev1.Secret, []byte, error) {
-	now := time.Now()
-	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	files, err := servingCert("kueue", "kueue-webhook-service.kueue-system.svc")
 	if err != nil {
 		return nil, nil, err
 	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kueue-system", Name: "kueue-webhook-server-cert"}, Data: files}, files["ca.crt"], nil
+}
+
+// servingCert is a new CA and a serving certificate it signed for name and 127.0.0.1, as the
+// files of a kubernetes.io/tls Secret with its CA: ca.crt, ca.key, tls.crt, tls.key.
+func servingCert(project, name string) (map[string][]byte, error) {
+	now := time.Now()
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
 	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kueue-ca", Organization: []string{"kueue"}},
-		DNSNames: []string{"kueue-ca"}, NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: project + "-ca", Organization: []string{project}},
+		DNSNames: []string{project + "-ca"}, NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	serving := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kueue-webhook-service.kueue-system.svc"},
-		DNSNames: []string{"kueue-webhook-service.kueue-system.svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{name}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, serving, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pemOf := func(kind string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: b}) }
-	caPEM := pemOf("CERTIFICATE", caDER)
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kueue-system", Name: "kueue-webhook-server-cert"},
-		Data: map[string][]byte{
-			"ca.crt": caPEM, "ca.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caKey)),
-			"tls.crt": pemOf("CERTIFICATE", der), "tls.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)),
-		},
-	}, caPEM, nil
+	return map[string][]byte{
+		"ca.crt": pemOf("CERTIFICATE", caDER), "ca.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caKey)),
+		"tls.crt": pemOf("CERTIFICATE", der), "tls.key": pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)),
+	}, nil
 }
 
 // installKueueAPI installs Kueue's CRDs (their conversion webhooks at base/convert) and its

@@ -1,7 +1,8 @@
 // Package addons runs kiln on a local cluster beside the add-ons it composes with, each the real
 // program built by hack/tools.sh (set addons): scheduler-plugins' second scheduler with the
 // Coscheduling plugin and its PodGroup controller, kiln running with
-// --gang-scheduler-name=scheduler-plugins; and Kueue, queueing kiln's jobs.
+// --gang-scheduler-name=scheduler-plugins; Kueue, queueing kiln's jobs; and KEDA's operator,
+// scaling InferenceServices from zero (beside a stand-in for its HTTP add-on's scaler).
 package addons
 
 import (
@@ -27,12 +28,15 @@ func TestMain(m *testing.M) {
 			Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
 			Nodes:  2,
 		},
-		Before:  startAddons,
-		Manager: func(o manager.Options) manager.Options { o.GangSchedulerName = gang.NameSchedulerPlugins; return o },
+		Before: startAddons,
+		Manager: func(o manager.Options) manager.Options {
+			o.GangSchedulerName, o.Serving.KEDAHTTPScaler = gang.NameSchedulerPlugins, kedaScaler
+			return o
+		},
 	}, &cluster))
 }
 
-// startAddons starts scheduler-plugins and Kueue; kiln starts after them, so it finds the
+// startAddons starts scheduler-plugins, Kueue and KEDA; kiln starts after them, so it finds the
 // coscheduling PodGroup API served.
 func startAddons(c *testenv.Cluster) (func(), error) {
 	dir, err := os.MkdirTemp("", "kiln-addons-")
@@ -48,7 +52,7 @@ func startAddons(c *testenv.Cluster) (func(), error) {
 			_ = os.RemoveAll(dir)
 		}
 	}
-	for _, start := range []func(*testenv.Cluster, string) (func(), error){startCoscheduling, startKueue} {
+	for _, start := range []func(*testenv.Cluster, string) (func(), error){startCoscheduling, startKueue, startKEDA} {
 		s, err := start(c, dir)
 		if s != nil {
 			stops = append(stops, s)

@@ -551,7 +551,7 @@ func TestScaleToZeroWithoutKEDASaysWhatIsMissing(t *testing.T) {
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) { s.MinReplicas = ptr.To[int32](0) }))
 	st := waitStatus(t, i, conditionIs("ScaleToZero", metav1.ConditionFalse))
-	if c := meta.FindStatusCondition(st.Status.Conditions, "ScaleToZero"); c.Reason != "KEDANotInstalled" || !strings.Contains(c.Message, "install KEDA") {
+	if c := meta.FindStatusCondition(st.Status.Conditions, "ScaleToZero"); c.Reason != "ScaleToZeroUnavailable" || !strings.Contains(c.Message, "neither is installed") {
 		t.Errorf("ScaleToZero condition %+v", c)
 	}
 	if d := deployment(t, ns, "zero-predictor"); *d.Spec.Replicas != 1 {
@@ -561,23 +561,104 @@ func TestScaleToZeroWithoutKEDASaysWhatIsMissing(t *testing.T) {
 
 // The tests below install optional APIs, as a cluster admin would, and must run last.
 
-func TestScaleToZeroWithKEDA(t *testing.T) {
-	env.InstallCRDs(t, filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "keda.sh_scaledobjects.yaml"))
+// Scale to zero needs KEDA and its HTTP add-on: with KEDA alone one replica runs and the status
+// says what is missing; with both, kiln makes an InterceptorRoute and a ScaledObject with the
+// add-on's external-push trigger (checked by KEDA's own CRD and the add-on's API), points the
+// InferenceService's address at the interceptor, keeps the replicas while KEDA takes them over,
+// and reports Ready with zero pods only while the add-on reports the route Ready.
+func TestScaleToZeroThroughKEDAsHTTPAddOn(t *testing.T) {
+	env.InstallCRDs(t, filepath.Join(testenv.KEDACRDs(t), "keda.sh_scaledobjects.yaml"))
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "zero", func(s *servingv1alpha1.InferenceServiceSpec) {
 		s.MinReplicas, s.MaxReplicas = ptr.To[int32](0), ptr.To[int32](4)
 	}))
-	so := &unstructured.Unstructured{}
-	so.SetAPIVersion("keda.sh/v1alpha1")
-	so.SetKind("ScaledObject")
-	testenv.Eventually(t, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "zero-predictor"}, so)
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if c := meta.FindStatusCondition(i.Status.Conditions, "ScaleToZero"); c == nil || c.Reason != "ScaleToZeroUnavailable" || !strings.Contains(c.Message, "the HTTP add-on is not installed") {
+			return fmt.Errorf("ScaleToZero %+v, want the HTTP add-on named missing", c)
+		}
+		return nil
 	})
-	spec := so.Object["spec"].(map[string]any)
-	if spec["minReplicaCount"] != int64(0) || spec["maxReplicaCount"] != int64(4) {
+	makeReady(t, deployment(t, ns, "zero-predictor"))
+
+	env.InstallCRDs(t, filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds", "http.keda.sh_interceptorroutes.yaml"))
+	get := func(apiVersion, kind, name string) *unstructured.Unstructured {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		testenv.Eventually(t, func() error {
+			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)
+		})
+		return u
+	}
+	so := get("keda.sh/v1alpha1", "ScaledObject", "zero-predictor")
+	trigger, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+	if spec := so.Object["spec"].(map[string]any); spec["minReplicaCount"] != int64(0) || spec["maxReplicaCount"] != int64(4) || len(trigger) != 1 ||
+		trigger[0].(map[string]any)["type"] != "external-push" || trigger[0].(map[string]any)["metadata"].(map[string]any)["interceptorRoute"] != "zero" {
 		t.Errorf("ScaledObject spec %v", spec)
 	}
-	waitStatus(t, i, conditionIs("ScaleToZero", metav1.ConditionTrue))
+	route := get("http.keda.sh/v1beta1", "InterceptorRoute", "zero")
+	target, _, _ := unstructured.NestedMap(route.Object, "spec", "target")
+	hosts, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	if target["service"] != "zero-predictor" || target["port"] != int64(80) || !strings.Contains(fmt.Sprint(hosts), "zero."+ns+".svc.cluster.local:8080") {
+		t.Errorf("InterceptorRoute target %v, rules %v", target, hosts)
+	}
+	testenv.Eventually(t, func() error {
+		svc := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "zero"}, svc); err != nil {
+			return err
+		}
+		if svc.Spec.Type != corev1.ServiceTypeExternalName || svc.Spec.ExternalName != "keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local" {
+			return fmt.Errorf("Service zero is %s %q, want a name for the interceptor", svc.Spec.Type, svc.Spec.ExternalName)
+		}
+		return nil
+	})
+	// KEDA takes the replicas over: until it changes them, the running replica stays.
+	testenv.Consistently(t, func() error {
+		if n := *deployment(t, ns, "zero-predictor").Spec.Replicas; n != 1 {
+			return fmt.Errorf("replicas %d while KEDA takes over, want 1 kept", n)
+		}
+		return nil
+	})
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if i.Status.URL != "http://zero."+ns+".svc.cluster.local:8080" {
+			return fmt.Errorf("url %s, want the address through the interceptor", i.Status.URL)
+		}
+		return nil
+	})
+
+	// KEDA scales it to zero: not Ready while nothing would wake it.
+	testenv.Eventually(t, func() error {
+		d := deployment(t, ns, "zero-predictor")
+		d.Spec.Replicas = ptr.To[int32](0)
+		if err := env.Client.Update(context.Background(), d); err != nil {
+			return err
+		}
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+		return env.Client.Status().Update(context.Background(), d)
+	})
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(i.Status.Conditions, "Ready")
+		z := meta.FindStatusCondition(i.Status.Conditions, "ScaleToZero")
+		if c == nil || c.Status != metav1.ConditionFalse || z == nil || z.Reason != "InterceptorRouteNotReady" {
+			return fmt.Errorf("Ready %+v, ScaleToZero %+v: want not ready while the route is not", c, z)
+		}
+		return nil
+	})
+	// The add-on reports the route Ready: requests wake it, and Ready says so.
+	testenv.Eventually(t, func() error {
+		route := get("http.keda.sh/v1beta1", "InterceptorRoute", "zero")
+		route.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Reconciled",
+			"message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+		return env.Client.Status().Update(context.Background(), route)
+	})
+	ready := waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	if c := meta.FindStatusCondition(ready.Status.Conditions, "Ready"); c.Reason != "ScaledToZero" || !strings.Contains(c.Message, "wakes it") {
+		t.Errorf("Ready %+v, want ScaledToZero saying requests wake it", c)
+	}
+	if c := meta.FindStatusCondition(ready.Status.Conditions, "ScaleToZero"); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("ScaleToZero %+v", c)
+	}
 }
 
 func TestMonitoringWherePrometheusOperatorIsInstalled(t *testing.T) {
