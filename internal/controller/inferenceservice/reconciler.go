@@ -320,14 +320,14 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
 	for _, h := range []struct {
-		dep      *appsv1.Deployment
-		autoscal bool
-		scaler   client.Object
+		dep        *appsv1.Deployment
+		autoscaled bool
+		scaler     client.Object
 	}{
-		{stableDep, sc.stable.replicas == nil, r.scalerOf(isvc, stable, sc)},
-		{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, r.scalerOf(isvc, canary, sc)},
+		{stableDep, sc.stable.replicas == nil, scalerOf(isvc, stable, sc)},
+		{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, scalerOf(isvc, canary, sc)},
 	} {
-		if h.dep == nil || !h.autoscal {
+		if h.dep == nil || !h.autoscaled {
 			continue
 		}
 		if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
@@ -352,7 +352,7 @@ const HandoverFieldManager = "kiln-replicas-handover"
 
 // scalerOf is the autoscaler object that decides a version's replicas: its HPA, or the stable
 // version's ScaledObject.
-func (r *Reconciler) scalerOf(isvc *servingv1alpha1.InferenceService, version string, sc scaling) client.Object {
+func scalerOf(isvc *servingv1alpha1.InferenceService, version string, sc scaling) client.Object {
 	if version == stable && sc.keda {
 		return optional(isvc, scaledObjectGVK, predictorName(isvc, stable))
 	}
