@@ -100,6 +100,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.Serving.FetchImage, "model-fetch-image", version.Image(), "image whose /kiln-fetch downloads http(s)/s3/gs models before an InferenceService's server starts (kiln's image; default this build's version)")
 	fs.StringVar(&o.Serving.KEDAHTTPScaler, "keda-http-scaler", inferenceservice.DefaultKEDAHTTPScaler, "the KEDA HTTP add-on's external scaler (host:port), named by the ScaledObjects of InferenceServices that scale to zero")
 	fs.StringVar(&o.Serving.KEDAHTTPInterceptor, "keda-http-interceptor", inferenceservice.DefaultKEDAHTTPInterceptor, "the KEDA HTTP add-on's interceptor proxy Service (<name>.<namespace>:<port>), which holds requests while an InferenceService scaled to zero starts")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off: HTTP/1.1 only)")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false, "serve /metrics over HTTPS to callers whose token may get the /metrics URL (TokenReview and SubjectAccessReview)")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", 9443, "port of the admission webhook server; 0 serves no webhooks")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key kept by someone else (cert-manager); empty: kiln keeps its own certificate in --webhook-secret")

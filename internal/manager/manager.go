@@ -8,6 +8,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sort"
@@ -81,6 +82,9 @@ type Options struct {
 	Webhook WebhookOptions
 	// SecureMetrics serves /metrics over HTTPS, to authenticated and authorized clients only.
 	SecureMetrics bool
+	// EnableHTTP2 lets the webhook and metrics servers speak HTTP/2; off, they speak HTTP/1.1 only
+	// (HTTP/2's stream handling has had denial-of-service flaws, such as Rapid Reset).
+	EnableHTTP2 bool
 	// SkipNameValidation lets a process build more than one manager (tests that restart it).
 	SkipNameValidation bool
 }
@@ -136,7 +140,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if log.GetSink() == nil {
 		log = ctrl.Log
 	}
-	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr}
+	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: tlsOpts(o.EnableHTTP2)}
 	if o.SecureMetrics {
 		// Callers need a bearer token allowed to get the /metrics non-resource URL.
 		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
@@ -160,7 +164,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		if opts.WebhookServer, rotator, err = webhookServer(o.Webhook, direct, log); err != nil {
+		if opts.WebhookServer, rotator, err = webhookServer(o.Webhook, direct, log, tlsOpts(o.EnableHTTP2)...); err != nil {
 			return nil, err
 		}
 	}
@@ -288,4 +292,12 @@ func servingOptions(o Options) inferenceservice.Options {
 	so := o.Serving
 	so.Namespaces = o.Namespaces
 	return so
+}
+
+// tlsOpts are the TLS settings of kiln's servers: HTTP/1.1 only unless http2 is on.
+func tlsOpts(http2 bool) []func(*tls.Config) {
+	if http2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }

@@ -39,8 +39,8 @@ type WebhookOptions struct {
 
 // webhookServer returns the server and, when kiln manages the certificate, the rotator that
 // feeds it; c reads and writes the Secret and the webhook configurations.
-func webhookServer(o WebhookOptions, c client.Client, log logr.Logger) (webhook.Server, *servingcert.Rotator, error) {
-	opts := webhook.Options{Port: o.Port, Host: o.Host, CertDir: o.CertDir}
+func webhookServer(o WebhookOptions, c client.Client, log logr.Logger, tlsOpts ...func(*tls.Config)) (webhook.Server, *servingcert.Rotator, error) {
+	opts := webhook.Options{Port: o.Port, Host: o.Host, CertDir: o.CertDir, TLSOpts: tlsOpts}
 	if o.CertDir != "" {
 		return webhook.NewServer(opts), nil, nil
 	}
@@ -55,6 +55,6 @@ func webhookServer(o WebhookOptions, c client.Client, log logr.Logger) (webhook.
 		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval,
 		Log: log.WithName("servingcert"),
 	})
-	opts.TLSOpts = []func(*tls.Config){func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate }}
+	opts.TLSOpts = append(opts.TLSOpts, func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate })
 	return webhook.NewServer(opts), rot, nil
 }

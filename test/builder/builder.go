@@ -6,6 +6,7 @@ package builder
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -135,4 +136,28 @@ func (b *Job) Annotate(rtype kubeflowv1.ReplicaType, key, value string) *Job {
 	}
 	t.Annotations[key] = value
 	return b
+}
+
+// Restricted writes every replica type added before as Pod Security "restricted" asks: a
+// non-root user and the runtime's seccomp profile for the pod, no privilege escalation and no
+// capabilities for its containers.
+func (b *Job) Restricted() *Job {
+	for _, spec := range b.obj.GetReplicaSpecs() {
+		spec.Template.Spec.SecurityContext = RestrictedPod()
+		for i := range spec.Template.Spec.Containers {
+			spec.Template.Spec.Containers[i].SecurityContext = RestrictedContainer()
+		}
+	}
+	return b
+}
+
+// RestrictedPod is a pod securityContext that Pod Security "restricted" admits.
+func RestrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+// RestrictedContainer is a container securityContext that Pod Security "restricted" admits.
+func RestrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -312,4 +313,21 @@ func zapLevel() zapcore.Level {
 		return -4
 	}
 	return 2 // errors only: a passing suite prints nothing
+}
+
+// NegotiatedProtocol is what a TLS server at addr agrees to speak when offered HTTP/2 and
+// HTTP/1.1 (ALPN): "h2" or "http/1.1".
+func NegotiatedProtocol(t testing.TB, addr string) string {
+	t.Helper()
+	var proto string
+	Eventually(t, func() error {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{NextProtos: []string{"h2", "http/1.1"}, InsecureSkipVerify: true}) //nolint:gosec // only the protocol is looked at
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		proto = conn.ConnectionState().NegotiatedProtocol
+		return nil
+	})
+	return proto
 }

@@ -171,6 +171,11 @@ type PodOptions struct {
 	// SecurityContext of the pods.
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// ContainerSecurityContext is the model server container's securityContext: what a namespace
+	// enforcing Pod Security "restricted" asks of it (allowPrivilegeEscalation false, capabilities
+	// dropped) is set here. (kiln's model fetch container meets "restricted" on its own.)
+	// +optional
+	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 	// RuntimeClassName of the pods, e.g. nvidia.
 	// +optional
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`

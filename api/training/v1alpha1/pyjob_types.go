@@ -24,6 +24,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.output) || !has(self.output.accessMode) || self.output.accessMode == 'ReadWriteMany' || (has(self.workers) ? self.workers : 1) <= 1",message="spec.output.accessMode: workers on different nodes cannot all mount a single-node claim; use ReadWriteMany (the default when workers > 1), or workers: 1"
 // +kubebuilder:validation:XValidation:rule="has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)",message="spec.affinity is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.securityContext) == has(oldSelf.securityContext) && (!has(self.securityContext) || self.securityContext == oldSelf.securityContext)",message="spec.securityContext is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.containerSecurityContext) == has(oldSelf.containerSecurityContext) && (!has(self.containerSecurityContext) || self.containerSecurityContext == oldSelf.containerSecurityContext)",message="spec.containerSecurityContext is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.script) == has(oldSelf.script) && (!has(self.script) || self.script == oldSelf.script)",message="spec.script is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="spec.env is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",message="spec.resources is immutable: create a new PyJob to change it"
@@ -146,6 +147,11 @@ type PyJobSpec struct {
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// ContainerSecurityContext is the training container's securityContext: what a namespace
+	// enforcing Pod Security "restricted" asks of it (allowPrivilegeEscalation false, capabilities
+	// dropped) is set here.
+	// +optional
+	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// +optional

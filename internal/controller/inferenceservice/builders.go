@@ -18,6 +18,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
 
 // Labels on everything an InferenceService owns; version is stable or canary.
@@ -116,7 +117,7 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 	}
 	if o := isvc.Spec.Pod; o != nil {
 		c.Env = append(slices.Clone(c.Env), o.Env...)
-		c.EnvFrom = o.EnvFrom
+		c.EnvFrom, c.SecurityContext = o.EnvFrom, o.ContainerSecurityContext
 	}
 	return c
 }
@@ -171,12 +172,18 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 		storage = &servingv1alpha1.ModelStorage{}
 	}
 	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
-	pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
+	// The fetch's own /tmp (a key file of the storage Secret goes there) is not the model's
+	// volume, which the server mounts: its root filesystem is read-only.
+	pod.Volumes = []corev1.Volume{
+		{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
+		{Name: fetchTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+	}
 	fetch := corev1.Container{
 		Name: fetchContainer, Image: fetchImage, Command: []string{FetchCommand},
 		Args:                     []string{"--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
-		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}, {Name: fetchTmp, MountPath: "/tmp"}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          podsecurity.Restricted(),
 	}
 	if storage.SHA256 != "" {
 		fetch.Args = append(fetch.Args, "--sha256", storage.SHA256)
@@ -191,6 +198,7 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 // fetch image (kiln's: cmd/kiln-fetch).
 const (
 	fetchContainer = "model-fetch"
+	fetchTmp       = "model-fetch-tmp"
 	FetchCommand   = "/kiln-fetch"
 )
 

@@ -208,8 +208,9 @@ func trainer(job *trainingv1alpha1.PyJob) corev1.Container {
 	}
 	c := corev1.Container{
 		Name: ContainerName, Image: s.Image, Command: command(job), Args: s.Args,
-		Env:       append(Env(job), s.Env...),
-		Resources: corev1.ResourceRequirements{Requests: res, Limits: limits},
+		Env:             append(Env(job), s.Env...),
+		Resources:       corev1.ResourceRequirements{Requests: res, Limits: limits},
+		SecurityContext: s.ContainerSecurityContext,
 	}
 	if s.DatasetPath != "" && s.Dataset != nil {
 		ro := s.Dataset.ReadOnly == nil || *s.Dataset.ReadOnly

@@ -14,6 +14,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/podsecurity"
 	"github.com/kiln-ml/kiln/test/builder"
 )
 
@@ -137,8 +138,9 @@ func TestKubectlExecLauncherAndWorker(t *testing.T) {
 	}
 	wantInit := []corev1.Container{{
 		Name: "kubectl-delivery", Image: "kiln:v1", ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:      []string{"/kiln", "install-kubectl", "/opt/kube/kubectl"},
-		VolumeMounts: []corev1.VolumeMount{{Name: "mpi-job-kubectl", MountPath: "/opt/kube"}},
+		Command:         []string{"/kiln", "install-kubectl", "/opt/kube/kubectl"},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "mpi-job-kubectl", MountPath: "/opt/kube"}},
+		SecurityContext: podsecurity.Restricted(),
 	}}
 	if diff := cmp.Diff(wantInit, l.Spec.InitContainers); diff != "" {
 		t.Errorf("init containers (-want +got):\n%s", diff)

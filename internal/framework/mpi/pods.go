@@ -7,6 +7,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
 
 // Where the launcher and workers find what kiln gives them.
@@ -108,6 +109,7 @@ func deliverKubectl(cfg Config, t *corev1.PodTemplateSpec, c *corev1.Container) 
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/kiln", "install-kubectl", KubectlMountPath + "/kubectl"},
 		VolumeMounts:    []corev1.VolumeMount{mount},
+		SecurityContext: podsecurity.Restricted(),
 	})
 	c.VolumeMounts = append(c.VolumeMounts, mount)
 }

@@ -10,6 +10,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
 
 // setClusterSpec appends torchrun's environment to every container and, on the workers of a job
@@ -133,5 +134,6 @@ func initContainer(cfg Config, job *kubeflowv1.PyTorchJob) corev1.Container {
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("20Mi")},
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("10Mi")},
 		},
+		SecurityContext: podsecurity.Restricted(),
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -524,5 +526,14 @@ func TestSamplesAreAccepted(t *testing.T) {
 		if err := env.Client.Create(context.Background(), o, client.DryRunAll); err != nil {
 			t.Errorf("sample %s %s is refused: %v", o.GetKind(), o.GetName(), err)
 		}
+	}
+}
+
+// The webhook server speaks HTTP/1.1 only unless --enable-http2 says otherwise.
+func TestWebhookServerSpeaksHTTP1Only(t *testing.T) {
+	ready(t)
+	addr := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
+	if proto := testenv.NegotiatedProtocol(t, addr); proto != "http/1.1" {
+		t.Errorf("the webhook server agreed to speak %q, want http/1.1", proto)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +17,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// TestSecureMetricsNeedAnAuthorizedToken runs the manager with --metrics-secure: /metrics is
-// HTTPS, refuses callers without a token (401) and callers whose token may not get /metrics
-// (403), and answers a ServiceAccount bound to a role that may.
+// TestSecureMetricsNeedAnAuthorizedToken runs the manager with --metrics-secure (the default
+// install's, see the release suite): /metrics is HTTPS, HTTP/1.1 only, refuses callers without a
+// token (401) and callers whose token may not get /metrics (403), and answers a ServiceAccount
+// bound to the install's kiln-metrics-reader role.
 func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -40,16 +44,21 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 		}
 		return tr.Status.Token
 	}
-	reader := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "kiln-metrics-reader-" + ns},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	// The install's role for scrapers (config/rbac), bound to a Prometheus ServiceAccount.
+	var reader rbacv1.ClusterRole
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &reader); err != nil {
+		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: reader.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: reader.Name + "-" + ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: reader.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: ns}},
 	}
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &reader, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
@@ -65,6 +74,9 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	}
 	defer stop()
 
+	if proto := testenv.NegotiatedProtocol(t, o.MetricsAddr); proto != "http/1.1" {
+		t.Errorf("the metrics server agreed to speak %q, want http/1.1 (HTTP/2 is off without --enable-http2)", proto)
+	}
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test trusts the manager's self-signed certificate
 	get := func(bearer string) (int, string, error) {
 		req, _ := http.NewRequest(http.MethodGet, "https://"+o.MetricsAddr+"/metrics", nil)

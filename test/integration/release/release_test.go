@@ -92,6 +92,15 @@ func TestInstallManifestAppliesWithItsImagePinned(t *testing.T) {
 	if got, want := managerContainer(t, objs)["image"], version.Repository+":"+tag; got != want {
 		t.Errorf("manager image = %v, want %s", got, want)
 	}
+	// Secure by default: /metrics over HTTPS to authorized callers (the metrics suite shows such a
+	// server refusing an anonymous scrape), a role for scrapers, HTTP/2 off.
+	args := toStrings(managerContainer(t, objs)["args"])
+	if !slices.Contains(args, "--metrics-secure") || slices.Contains(args, "--enable-http2") {
+		t.Errorf("manager args %v: want --metrics-secure and no --enable-http2", args)
+	}
+	if find(objs, "ClusterRole", "kiln-metrics-reader") == nil {
+		t.Error("install.yaml has no kiln-metrics-reader ClusterRole for scrapers")
+	}
 	var kinds []string
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
