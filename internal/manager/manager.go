@@ -160,7 +160,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	var rotator *servingcert.Rotator
 	if o.Webhook.Port != 0 {
-		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		if err != nil {
 			return nil, err
 		}

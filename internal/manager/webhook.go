@@ -16,8 +16,8 @@ import (
 
 // Injecting the CA bundle into kiln's own webhook configurations, by name. (The certificate's Secret is
 // reached through a namespaced Role in config/rbac, not this ClusterRole.)
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kiln-defaulting,verbs=get;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kiln-defaulting,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;list;watch;update
 
 // WebhookOptions configure the admission webhook server every replica runs.
 type WebhookOptions struct {
@@ -39,7 +39,7 @@ type WebhookOptions struct {
 
 // webhookServer returns the server and, when kiln manages the certificate, the rotator that
 // feeds it; c reads and writes the Secret and the webhook configurations.
-func webhookServer(o WebhookOptions, c client.Client, log logr.Logger, tlsOpts ...func(*tls.Config)) (webhook.Server, *servingcert.Rotator, error) {
+func webhookServer(o WebhookOptions, c client.WithWatch, log logr.Logger, tlsOpts ...func(*tls.Config)) (webhook.Server, *servingcert.Rotator, error) {
 	opts := webhook.Options{Port: o.Port, Host: o.Host, CertDir: o.CertDir, TLSOpts: tlsOpts}
 	if o.CertDir != "" {
 		return webhook.NewServer(opts), nil, nil
@@ -52,7 +52,7 @@ func webhookServer(o WebhookOptions, c client.Client, log logr.Logger, tlsOpts .
 		DNSNames: o.DNSNames, IPAddresses: o.IPAddresses,
 		MutatingWebhooks:   []string{admission.MutatingName},
 		ValidatingWebhooks: []string{admission.ValidatingName},
-		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval,
+		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval, Watcher: c,
 		Log: log.WithName("servingcert"),
 	})
 	opts.TLSOpts = append(opts.TLSOpts, func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate })

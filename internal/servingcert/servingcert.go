@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -37,8 +38,12 @@ type Options struct {
 	CertValidity time.Duration
 	// CheckInterval is how often the Secret and the webhook configurations are checked (default 10m).
 	CheckInterval time.Duration
-	Clock         clock.PassiveClock
-	Log           logr.Logger
+	// Watcher, when set, watches the Secret and the webhook configurations (each by its name):
+	// a change to any of them — the Secret deleted or replaced, a caBundle edited — is checked at
+	// once, so every replica converges on the same certificate within seconds.
+	Watcher client.WithWatch
+	Clock   clock.PassiveClock
+	Log     logr.Logger
 }
 
 // Rotator keeps the Secret, the caBundles and the served certificate current.
@@ -80,8 +85,19 @@ func (r *Rotator) NeedLeaderElection() bool { return false }
 // server has no certificate and /readyz fails.
 const retryInterval = 5 * time.Second
 
-// Start checks at once, then every CheckInterval until ctx ends. Errors are logged and retried.
+// Start checks at once, then whenever a watched object changes and every CheckInterval, until
+// ctx ends. Errors are logged and retried.
 func (r *Rotator) Start(ctx context.Context) error {
+	changed := make(chan struct{}, 1)
+	if r.opts.Watcher != nil {
+		go r.watch(ctx, &corev1.SecretList{}, changed, client.InNamespace(r.opts.Namespace), byName(r.opts.SecretName))
+		for _, name := range r.opts.MutatingWebhooks {
+			go r.watch(ctx, &admissionregistrationv1.MutatingWebhookConfigurationList{}, changed, byName(name))
+		}
+		for _, name := range r.opts.ValidatingWebhooks {
+			go r.watch(ctx, &admissionregistrationv1.ValidatingWebhookConfigurationList{}, changed, byName(name))
+		}
+	}
 	for {
 		wait := r.opts.CheckInterval
 		if err := r.Ensure(ctx); err != nil {
@@ -93,7 +109,40 @@ func (r *Rotator) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
 		case <-time.After(wait):
+		}
+	}
+}
+
+func byName(name string) client.ListOption { return client.MatchingFields{"metadata.name": name} }
+
+// watch signals changed on every change to the objects list selects, watching again (and
+// signalling, as it may have missed one) when the watch ends.
+func (r *Rotator) watch(ctx context.Context, list client.ObjectList, changed chan<- struct{}, opts ...client.ListOption) {
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		w, err := r.opts.Watcher.Watch(ctx, list, opts...)
+		if err != nil {
+			r.opts.Log.Error(err, "Watching for webhook certificate changes failed; retrying", "kind", fmt.Sprintf("%T", list))
+		} else {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					break
+				}
+				signal()
+			}
+			w.Stop()
+			signal()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
 }

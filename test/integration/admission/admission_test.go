@@ -5,6 +5,8 @@ package admission
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -405,6 +407,82 @@ func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
 		return nil
 	})
 	ready(t)
+}
+
+// TestReplicasHealTheCertificateWithinSeconds runs a second replica that checks its certificate
+// only every 10 minutes: it watches the Secret and the webhook configurations, so when the Secret
+// is deleted both replicas serve a certificate of the new CA — the one injected into the webhook
+// configurations — within 10 s, and admission goes on working.
+func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	addr, err := devcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), addr, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := env.StartManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	first := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
+	// Both replicas serve certificates of the CA in the webhook configurations.
+	trusted := func() error {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+			return err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
+			return err
+		}
+		bundle := m.Webhooks[0].ClientConfig.CABundle
+		if !bytes.Equal(bundle, v.Webhooks[0].ClientConfig.CABundle) {
+			return fmt.Errorf("the two webhook configurations carry different CA bundles")
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(bundle) {
+			return fmt.Errorf("the webhook configurations carry no CA bundle")
+		}
+		for _, a := range []string{first, addr} {
+			conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
+			if err != nil {
+				return fmt.Errorf("the replica at %s: %w", a, err)
+			}
+			conn.Close()
+		}
+		return nil
+	}
+	testenv.EventuallyWithin(t, 30*time.Second, trusted)
+
+	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
+	old := &corev1.Secret{}
+	if err := env.Client.Get(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testenv.EventuallyWithin(t, 10*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
+			return fmt.Errorf("the CA was not replaced")
+		}
+		return trusted()
+	})
+	t.Logf("both replicas serve the new certificate %s after the Secret was deleted", time.Since(start).Round(100*time.Millisecond))
+	job := builder.TFJob("after-heal", env.Namespace(t)).Replicas("Worker", 1).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatalf("admission after the certificate was healed: %v", err)
+	}
 }
 
 // TestReadyzIncludesTheWebhookServer reads the manager's /readyz checks.

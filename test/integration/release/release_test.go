@@ -106,7 +106,7 @@ func TestInstallManifestAppliesWithItsImagePinned(t *testing.T) {
 		kinds = append(kinds, o.GetKind())
 	}
 	for _, want := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		"Role", "RoleBinding", "Deployment", "Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "PodDisruptionBudget"} {
 		if !slices.Contains(kinds, want) {
 			t.Errorf("install.yaml has no %s (kinds: %v)", want, kinds)
 		}
