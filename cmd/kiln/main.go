@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/logging"
 	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/tracing"
 	"github.com/kiln-ml/kiln/internal/version"
 )
@@ -91,6 +92,7 @@ func runManager(args []string) error {
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
 	fs.DurationVar(&o.Engine.StatusInterval, "status-interval", time.Second, "a job's status is written at most this often, except when it finishes (pods starting one by one make one write); 0: every change")
 	fs.StringVar(&cleanPodPolicy, "default-clean-pod-policy", string(kubeflowv1.CleanPodPolicyRunning), "runPolicy.cleanPodPolicy of jobs that set none: All, Running or None")
+	fs.StringVar(&o.Engine.DefaultNetworkPolicy, "default-network-policy", netpol.None, "network policy of training jobs and PyJobs that set no kiln.dev/network-policy annotation: isolated (a NetworkPolicy lets their pods reach each other and DNS only) or none")
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
 	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
@@ -126,6 +128,9 @@ func runManager(args []string) error {
 		o.Engine.DefaultCleanPodPolicy = p
 	default:
 		return fmt.Errorf("--default-clean-pod-policy: %q is not one of All, Running, None", cleanPodPolicy)
+	}
+	if p := o.Engine.DefaultNetworkPolicy; p != netpol.Isolated && p != netpol.None {
+		return fmt.Errorf("--default-network-policy: %q is not one of isolated, none", p)
 	}
 	o.Webhook.DNSNames, o.Webhook.IPAddresses = webhookNames(*webhookService, o.Webhook.Namespace, splitList(*webhookHosts))
 	o.Kinds = splitList(kinds)

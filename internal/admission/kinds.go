@@ -16,6 +16,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 )
 
@@ -86,6 +87,7 @@ func validatePyJob(job *trainingv1alpha1.PyJob) field.ErrorList {
 	}
 	errs = append(errs, validateEnv(job.Spec.Env, spec.Child("env"))...)
 	errs = append(errs, metav1validation.ValidateLabels(job.Spec.NodeSelector, spec.Child("nodeSelector"))...)
+	errs = append(errs, netpol.Validate(job.Annotations)...)
 	return errs
 }
 

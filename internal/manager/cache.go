@@ -8,6 +8,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -159,7 +160,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus},
 			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta},
-			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob,
+			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob, &networkingv1.NetworkPolicy{}: ofPyJob,
 			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),

@@ -188,7 +188,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if own[pyJobKind] {
-		if err := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-pyjob"), clock.RealClock{}, engine.Gang).SetupWithManager(mgr, o.Workers); err != nil {
+		r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
+		r.DefaultNetworkPolicy = o.Engine.DefaultNetworkPolicy
+		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -21,6 +22,7 @@ import (
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=create;patch;delete
 
 // fieldManager owns the fields kiln applies to a job's extras (the InferenceService controller's
 // manager has the same name: both are kiln).
@@ -31,11 +33,17 @@ const fieldManager = "kiln"
 // no request per reconcile; a restart syncs every job once). An extra's Wanted turning false
 // deletes it.
 func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan) error {
-	if r.fw.Extras == nil {
+	var extras []framework.Extra
+	if r.fw.Extras != nil {
+		state := framework.State{Active: !isFinished(&p.Status) && !isSuspended(job), Running: p.Running}
+		extras = r.fw.Extras(job, state)
+	}
+	if e, ok := r.networkPolicy(job); ok {
+		extras = append(extras, e)
+	}
+	if len(extras) == 0 {
 		return nil
 	}
-	state := framework.State{Active: !isFinished(&p.Status) && !isSuspended(job), Running: p.Running}
-	extras := r.fw.Extras(job, state)
 	for _, e := range extras {
 		e.Object.SetNamespace(job.GetNamespace())
 		if e.Wanted {
@@ -114,4 +122,29 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Pl
 	}
 	r.secretsCreated.Store(name, syncedState{uid: job.GetUID()})
 	return nil
+}
+
+// networkPolicy is the job's NetworkPolicy when it is isolated (its annotation or the operator's
+// default), or its deletion when the annotation says none; a job that says nothing under a
+// default of none has none, and costs no request.
+func (r *Reconciler) networkPolicy(job framework.Job) (framework.Extra, bool) {
+	mode := netpol.Mode(job.GetAnnotations(), r.opts.DefaultNetworkPolicy)
+	np := netpol.ForJob(job.GetName(), job.GetNamespace(), jobLabels(r.fw, job), nil)
+	switch {
+	case mode == netpol.Isolated:
+		// The webhook refuses a malformed egress list; one stored before stays closed.
+		np.Spec.Egress = append(np.Spec.Egress, orNone(netpol.Egress(job.GetAnnotations()[netpol.EgressAnnotation]))...)
+		return framework.Extra{Object: np, Wanted: true}, true
+	case job.GetAnnotations()[netpol.Annotation] == netpol.None:
+		return framework.Extra{Object: np}, true
+	}
+	return framework.Extra{}, false
+}
+
+// orNone is v, or nothing when err says it could not be had.
+func orNone[T any](v []T, err error) []T {
+	if err != nil {
+		return nil
+	}
+	return v
 }

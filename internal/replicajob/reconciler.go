@@ -48,6 +48,9 @@ type Options struct {
 	// first seen, replica counts alone ten intervals after; a new job's Created and its finishing
 	// at once. Changes seen meanwhile join the same write. 0 writes every change at once.
 	StatusInterval time.Duration
+	// DefaultNetworkPolicy is the network policy of jobs that do not choose one
+	// (netpol.Isolated or netpol.None; "" is none).
+	DefaultNetworkPolicy string
 }
 
 // Reconciler reconciles the jobs of one framework.

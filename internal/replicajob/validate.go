@@ -10,6 +10,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/netpol"
 )
 
 // ManagedByValues are the controllers runPolicy.managedBy may name: kiln (under Kubeflow's name,
@@ -38,6 +39,7 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 		errs = append(errs, validateReplica(fw, job, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
 	}
 	errs = append(errs, validateManagedBy(job, old)...)
+	errs = append(errs, netpol.Validate(job.GetAnnotations())...)
 	var warnings []string
 	if fw.Validate != nil {
 		e, w := fw.Validate(job, specsPath)

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -112,6 +113,21 @@ type InferenceServiceSpec struct {
 	// Traffic sends a share of requests to a canary model.
 	// +optional
 	Traffic *Traffic `json:"traffic,omitempty"`
+
+	// NetworkPolicy, when set, lets only the peers it names reach the model server's pods,
+	// through a NetworkPolicy kiln makes (enforced where the cluster's network plugin enforces
+	// NetworkPolicies).
+	// +optional
+	NetworkPolicy *ServiceNetworkPolicy `json:"networkPolicy,omitempty"`
+}
+
+// ServiceNetworkPolicy names who may reach an InferenceService.
+type ServiceNetworkPolicy struct {
+	// From are the peers that may reach the pods (namespaceSelector, podSelector, ipBlock, as in
+	// a NetworkPolicy's ingress rule); a Prometheus that scrapes them must be among them. Empty:
+	// no one — but the KEDA HTTP add-on's interceptor, when the service scales to zero.
+	// +optional
+	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
 }
 
 // ModelStorage is how kiln-fetch reads the model.

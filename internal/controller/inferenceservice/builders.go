@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +19,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
 
@@ -376,4 +378,20 @@ func withMatchers(series, matchers string) string {
 		return name + "{" + matchers + "," + rest
 	}
 	return series + "{" + matchers + "}"
+}
+
+// desiredNetworkPolicy lets only spec.networkPolicy.from reach every version's pods — and the KEDA
+// HTTP add-on's interceptor, which forwards the requests of a service that scales to zero.
+func desiredNetworkPolicy(isvc *servingv1alpha1.InferenceService, sc scaling, interceptor string) *networkingv1.NetworkPolicy {
+	from := slices.Clone(isvc.Spec.NetworkPolicy.From)
+	if sc.keda {
+		host, _ := interceptorHost(interceptor) // <service>.<namespace>.svc.cluster.local
+		if parts := strings.Split(host, "."); len(parts) > 1 {
+			from = append(from, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: parts[1]}}})
+		}
+	}
+	np := netpol.ForService(isvc.Name, isvc.Namespace, selector(isvc, ""), from)
+	np.ObjectMeta = objectMeta(isvc, np.Name, "")
+	return np
 }

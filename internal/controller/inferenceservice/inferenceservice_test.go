@@ -245,3 +245,18 @@ func TestRollout(t *testing.T) {
 		t.Errorf("message %q", got)
 	}
 }
+
+// A service that scales to zero is reached through the HTTP add-on's interceptor: its namespace
+// may reach the pods too.
+func TestNetworkPolicyLetsTheInterceptorIn(t *testing.T) {
+	i := isvc(ptr.To[int32](0), nil, -1)
+	i.Spec.NetworkPolicy = &servingv1alpha1.ServiceNetworkPolicy{}
+	np := desiredNetworkPolicy(i, scaling{keda: true}, DefaultKEDAHTTPInterceptor)
+	if from := np.Spec.Ingress[0].From; len(from) != 1 || from[0].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "keda" {
+		t.Errorf("ingress from %+v, want the interceptor's namespace keda", from)
+	}
+	// No peers is no ingress rule: a rule with no peers would admit everyone.
+	if np := desiredNetworkPolicy(i, scaling{}, DefaultKEDAHTTPInterceptor); len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 1 {
+		t.Errorf("without scale to zero and peers, ingress %+v, want none", np.Spec.Ingress)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -95,8 +96,10 @@ type watches struct {
 func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*watches, error) {
 	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
 		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &servingv1alpha1.InferenceService{}, handler.OnlyControllerOwner())}
-	if err := c.Watch(source.Kind(owned, client.Object(&corev1.Service{}), w.owner)); err != nil {
-		return nil, err
+	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}} {
+		if err := c.Watch(source.Kind(owned, o, w.owner)); err != nil {
+			return nil, err
+		}
 	}
 	// A pod's trouble (a failed fetch, an image that cannot be pulled) changes no Deployment
 	// status: its pods tell.

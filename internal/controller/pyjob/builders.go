@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,6 +18,7 @@ import (
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/netpol"
 )
 
 const (
@@ -82,6 +84,15 @@ func desiredScript(job *trainingv1alpha1.PyJob) *corev1.ConfigMap {
 		Immutable:  ptr.To(true),
 		Data:       map[string]string{ScriptFile: job.Spec.Script},
 	}
+}
+
+// desiredNetworkPolicy fences the PyJob's workers: they reach each other, DNS, and the egress its
+// annotation lists (the webhook refuses a malformed list; one stored before adds nothing).
+func desiredNetworkPolicy(job *trainingv1alpha1.PyJob) *networkingv1.NetworkPolicy {
+	egress, _ := netpol.Egress(job.Annotations[netpol.EgressAnnotation])
+	np := netpol.ForJob(job.Name, job.Namespace, map[string]string{LabelPyJob: job.Name}, egress)
+	np.ObjectMeta = objectMeta(job, np.Name, true)
+	return np
 }
 
 // command is spec.command; with none, a script runs through python, or torchrun (which reads

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +26,7 @@ import (
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -34,6 +36,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // Reconciler reconciles PyJobs.
@@ -47,6 +50,9 @@ type Reconciler struct {
 	recorder recorder.EventRecorder
 	// gang keeps the groups of distributed PyJobs; nil without gang scheduling.
 	gang *gang.Keeper
+	// DefaultNetworkPolicy is the network policy of PyJobs that choose none (netpol.Isolated
+	// or netpol.None; "" is none).
+	DefaultNetworkPolicy string
 }
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
@@ -74,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, byLabel)
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {
 		// The gang's group: its state is why the workers wait.
@@ -117,6 +124,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		problem = p
 		if p == "" && claim.CreationTimestamp.Before(&job.CreationTimestamp) {
 			reused = claim // a Retain claim of an earlier PyJob of this name
+		}
+	}
+	if netpol.Mode(job.Annotations, r.DefaultNetworkPolicy) == netpol.Isolated && problem == "" {
+		if p, err := r.ensure(ctx, &job, desiredNetworkPolicy(&job), &networkingv1.NetworkPolicy{}); err != nil {
+			return reconcile.Result{}, err
+		} else if p != "" {
+			problem = p
 		}
 	}
 	if distributed(&job) && problem == "" {

@@ -199,7 +199,13 @@ var table = []badInput{
 		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPIRemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
 	}), field: "metadata.annotations[kiln.dev/mpi-remote-start]", webhookOnly: true},
 	{name: "MPIJob unknown mainContainer", obj: job(mpiJob, func(j framework.Job) { j.(*kubeflowv1.MPIJob).Spec.MainContainer = "trainer" }), field: "spec.mainContainer", webhookOnly: true},
+	{name: "MPIJob unknown network policy", obj: job(mpiJob, func(j framework.Job) {
+		j.SetAnnotations(map[string]string{"kiln.dev/network-policy": "closed"})
+	}), field: "metadata.annotations[kiln.dev/network-policy]", webhookOnly: true},
 	// PyJob
+	{name: "PyJob egress that is no CIDR", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Annotations = map[string]string{"kiln.dev/network-policy": "isolated", "kiln.dev/network-policy-egress": "s3.amazonaws.com:443"}
+	}), field: "metadata.annotations[kiln.dev/network-policy-egress]", webhookOnly: true},
 	{name: "PyJob name not a DNS-1035 label", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Name = "1train" }), field: "metadata.name"},
 	{name: "PyJob without image", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Image = "" }), field: "spec.image"},
 	{name: "PyJob relative dataset path", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.DatasetPath = "data" }), field: "spec.datasetPath"},

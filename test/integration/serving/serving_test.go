@@ -18,6 +18,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -471,6 +472,26 @@ func TestCanaryKeepsCapacityAndEveryVersionRuns(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// spec.networkPolicy lets only the peers it names reach every version's pods; removing it
+// removes the NetworkPolicy.
+func TestNetworkPolicyAdmitsOnlyTheNamedPeers(t *testing.T) {
+	ns := env.Namespace(t)
+	peer := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "search"}}}
+	i := create(t, newISVC(ns, "fenced", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.NetworkPolicy = &servingv1alpha1.ServiceNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{peer}}
+	}))
+	np := &networkingv1.NetworkPolicy{}
+	key := client.ObjectKey{Namespace: ns, Name: "fenced-network-policy"}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, np) })
+	if np.Spec.PodSelector.MatchLabels["serving.kiln.dev/inferenceservice"] != "fenced" || len(np.Spec.PodSelector.MatchLabels) != 1 ||
+		len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["team"] != "search" {
+		t.Errorf("NetworkPolicy %+v", np.Spec)
+	}
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.NetworkPolicy = nil })
+	gone(t, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name}})
 }
 
 func TestHPAWithTheRightBounds(t *testing.T) {

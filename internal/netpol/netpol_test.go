@@ -1,0 +1,48 @@
+package netpol
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEgress(t *testing.T) {
+	rules, err := Egress(" 10.0.0.0/8, 0.0.0.0/0:443,[2001:db8::/32]:8443 ,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 3 || rules[0].To[0].IPBlock.CIDR != "10.0.0.0/8" || rules[0].Ports != nil ||
+		rules[1].Ports[0].Port.IntValue() != 443 || rules[2].To[0].IPBlock.CIDR != "2001:db8::/32" || rules[2].Ports[0].Port.IntValue() != 8443 {
+		t.Errorf("rules %+v", rules)
+	}
+	for _, bad := range []string{"s3.amazonaws.com", "10.0.0.0/8:http", "10.0.0.0/8:70000", "10.0.0.1"} {
+		if _, err := Egress(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestValidateNamesTheAnnotation(t *testing.T) {
+	errs := Validate(map[string]string{Annotation: "closed", EgressAnnotation: "example.com"})
+	if len(errs) != 2 || !strings.Contains(errs.ToAggregate().Error(), `metadata.annotations[kiln.dev/network-policy]: Unsupported value: "closed"`) ||
+		!strings.Contains(errs.ToAggregate().Error(), "write e.g. 10.0.0.0/8 or 0.0.0.0/0:443") {
+		t.Errorf("errors: %v", errs)
+	}
+	if errs := Validate(map[string]string{Annotation: Isolated, EgressAnnotation: "0.0.0.0/0:443"}); len(errs) != 0 {
+		t.Errorf("valid annotations refused: %v", errs)
+	}
+}
+
+// An isolated job's pods reach each other and DNS, and what it lists; an ingress rule admits only
+// themselves.
+func TestForJob(t *testing.T) {
+	egress, _ := Egress("0.0.0.0/0:443")
+	np := ForJob("bert", "ml", map[string]string{"job": "bert"}, egress)
+	s := np.Spec
+	if np.Name != "bert-network-policy" || len(s.PolicyTypes) != 2 || len(s.Ingress) != 1 || s.Ingress[0].From[0].PodSelector.MatchLabels["job"] != "bert" ||
+		len(s.Egress) != 3 || s.Egress[1].Ports[0].Port.IntValue() != 53 || s.Egress[2].Ports[0].Port.IntValue() != 443 {
+		t.Errorf("policy %+v", np)
+	}
+	if Mode(nil, "") != None || Mode(map[string]string{Annotation: None}, Isolated) != None || Mode(nil, Isolated) != Isolated {
+		t.Error("Mode does not prefer the annotation to the default")
+	}
+}
