@@ -96,3 +96,26 @@ func TestInstallListsEveryCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespacedComponentGrantsNoClusterRightsOnJobs fails if the namespaced install's ClusterRole
+// (config/components/namespaced) grants anything but the cluster-scoped APIs kiln uses.
+func TestNamespacedComponentGrantsNoClusterRightsOnJobs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "components", "namespaced", "cluster_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Name != "kiln-manager" || len(role.Rules) == 0 {
+		t.Fatalf("cluster_role.yaml holds %q with %d rules, want the kiln-manager ClusterRole's cluster-scoped rules", role.Name, len(role.Rules))
+	}
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			if !slices.Contains([]string{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}, g) {
+				t.Errorf("the namespaced install's ClusterRole grants %v", r)
+			}
+		}
+	}
+}

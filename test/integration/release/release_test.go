@@ -15,6 +15,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -241,9 +245,12 @@ extraArgs: [--default-clean-pod-policy=All]
 		t.Errorf("certificate names %v", names)
 	}
 
-	// Everything but cert-manager's own kinds (not installed here) applies in the new namespace.
+	// Everything but cert-manager's own kinds (not installed here) applies in the new namespace
+	// (the watched namespaces, which get kiln's Roles, exist already).
 	var appliable []*unstructured.Unstructured
-	appliable = append(appliable, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}})
+	for _, name := range []string{ns, "team-a", "team-b"} {
+		appliable = append(appliable, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}})
+	}
 	for _, o := range objs {
 		if !strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
 			appliable = append(appliable, o)
@@ -289,5 +296,76 @@ func TestSourceTreeFollowsVERSION(t *testing.T) {
 	}
 	if !strings.Contains(read("charts/kiln/Chart.yaml"), "version: "+release.ChartVersion(v)) {
 		t.Errorf("charts/kiln/Chart.yaml's version is not %s", release.ChartVersion(v))
+	}
+}
+
+// A namespaced install (the chart's watchNamespaces) grants kiln a Role in each watched namespace
+// and cluster-wide only the cluster-scoped APIs it uses: asked by the apiserver's own RBAC, its
+// ServiceAccount may create pods in a watched namespace, but not in another, and may not list
+// pods or jobs across the cluster.
+func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
+	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "kiln-namespaced"
+	objs, err := release.RenderChart(ch, ns, map[string]any{"watchNamespaces": []any{"team-a", "team-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := find(objs, "ClusterRole", "kiln-manager")
+	rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+	for _, r := range rules {
+		for _, g := range r.(map[string]any)["apiGroups"].([]any) {
+			if !slices.Contains([]any{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}, g) {
+				t.Errorf("the ClusterRole of a namespaced install grants %v", r)
+			}
+		}
+	}
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{Scheme: devcluster.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ns, "team-a", "team-b", "team-c"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	var rbac []*unstructured.Unstructured
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "rbac.") || o.GetKind() == "ServiceAccount" {
+			rbac = append(rbac, o)
+		}
+	}
+	apply(t, rbac)
+	sa := "system:serviceaccount:" + ns + ":kiln-manager"
+	can := func(verb, group, resource, namespace string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace}}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	for _, c := range []struct {
+		verb, group, resource, namespace string
+		want                             bool
+	}{
+		{"create", "", "pods", "team-a", true},
+		{"list", "kubeflow.org", "tfjobs", "team-b", true},
+		{"create", "", "pods", "team-c", false},
+		{"list", "", "pods", "", false},
+		{"list", "kubeflow.org", "pytorchjobs", "", false},
+		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", true},
+	} {
+		testenv.Eventually(t, func() error {
+			if got := can(c.verb, c.group, c.resource, c.namespace); got != c.want {
+				return fmt.Errorf("may %s %s.%s in %q: %v, want %v", c.verb, c.resource, c.group, c.namespace, got, c.want)
+			}
+			return nil
+		})
 	}
 }
