@@ -164,14 +164,15 @@ func (k *Kubelet) run(ctx context.Context, p *corev1.Pod, c corev1.Container) (s
 		return "", 0, fmt.Errorf("init container %s runs %q, which this node has no binary for", c.Name, c.Command)
 	}
 	args := append(append([]string{}, c.Command[1:]...), c.Args...)
+	rewritten := make([]bool, len(args)) // once: a folder of the test may lie under another mount's path (/tmp)
 	for _, m := range c.VolumeMounts {
 		dir, err := k.volume(p, m.Name)
 		if err != nil {
 			return "", 0, err
 		}
 		for i, a := range args {
-			if a == m.MountPath || strings.HasPrefix(a, m.MountPath+"/") {
-				args[i] = dir + strings.TrimPrefix(a, m.MountPath)
+			if !rewritten[i] && (a == m.MountPath || strings.HasPrefix(a, m.MountPath+"/")) {
+				args[i], rewritten[i] = dir+strings.TrimPrefix(a, m.MountPath), true
 			}
 		}
 	}
