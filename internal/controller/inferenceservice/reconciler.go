@@ -462,21 +462,12 @@ func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.Infer
 // interceptorRouteReady says whether the KEDA HTTP add-on reports the InferenceService's
 // InterceptorRoute Ready: only then do requests wake a service scaled to zero.
 func (r *Reconciler) interceptorRouteReady(ctx context.Context, isvc *servingv1alpha1.InferenceService) (bool, error) {
-	route := newOptional(interceptorGVK)
-	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, route)
-	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(route, isvc)) {
-		return false, nil
-	}
-	if err != nil {
+	route, err := r.ownedOptional(ctx, isvc, interceptorGVK)
+	if route == nil {
 		return false, err
 	}
 	conds, _, _ := unstructured.NestedSlice(route.Object, "status", "conditions")
-	for _, c := range conds {
-		if c, _ := c.(map[string]any); c["type"] == "Ready" && c["status"] == "True" {
-			return true, nil
-		}
-	}
-	return false, nil
+	return conditionTrue(conds, "Ready"), nil
 }
 
 // routeAccepted says whether a parent (a mesh or gateway) accepted the InferenceService's
@@ -485,25 +476,42 @@ func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.In
 	if !have.gateway || isvc.Spec.Traffic == nil {
 		return false, nil
 	}
-	route := newOptional(httpRouteGVK)
-	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, route)
-	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(route, isvc)) {
-		return false, nil
-	}
-	if err != nil {
+	route, err := r.ownedOptional(ctx, isvc, httpRouteGVK)
+	if route == nil {
 		return false, err
 	}
 	parents, _, _ := unstructured.NestedSlice(route.Object, "status", "parents")
 	for _, p := range parents {
 		conds, _, _ := unstructured.NestedSlice(p.(map[string]any), "conditions")
-		for _, c := range conds {
-			c, _ := c.(map[string]any)
-			if c["type"] == "Accepted" && c["status"] == "True" {
-				return true, nil
-			}
+		if conditionTrue(conds, "Accepted") {
+			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// ownedOptional is the InferenceService's object of an optional kind, named after it, from the
+// cache; nil when there is none or it is not the InferenceService's.
+func (r *Reconciler) ownedOptional(ctx context.Context, isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	o := newOptional(gvk)
+	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, o)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(o, isvc)) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// conditionTrue says whether conds (status conditions, unstructured) hold ct with status True.
+func conditionTrue(conds []any, ct string) bool {
+	for _, c := range conds {
+		if c, _ := c.(map[string]any); c["type"] == ct && c["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // installed says which optional APIs the cluster has, from the CRD metadata the controller

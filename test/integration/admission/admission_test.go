@@ -381,14 +381,7 @@ func TestPyJobDeletingItsResultsIsWarned(t *testing.T) {
 func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
 	ready(t)
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
-	old := &corev1.Secret{}
-	if err := env.Client.Get(ctx, key, old); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	key, old := deleteCertificate(t)
 	testenv.EventuallyWithin(t, 30*time.Second, func() error {
 		s := &corev1.Secret{}
 		if err := env.Client.Get(ctx, key, s); err != nil {
@@ -397,22 +390,48 @@ func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
 		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
 			return fmt.Errorf("the CA was not replaced")
 		}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+		bundle, err := injectedBundle(ctx)
+		if err != nil {
 			return err
 		}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
-			return err
-		}
-		for _, b := range [][]byte{m.Webhooks[0].ClientConfig.CABundle, v.Webhooks[0].ClientConfig.CABundle} {
-			if !bytes.Equal(b, s.Data["ca.crt"]) {
-				return fmt.Errorf("the webhook configurations do not carry the new CA bundle yet")
-			}
+		if !bytes.Equal(bundle, s.Data["ca.crt"]) {
+			return fmt.Errorf("the webhook configurations do not carry the new CA bundle yet")
 		}
 		return nil
 	})
 	ready(t)
+}
+
+// deleteCertificate deletes the webhook certificate's Secret and returns its key and what it held.
+func deleteCertificate(t *testing.T) (client.ObjectKey, *corev1.Secret) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
+	old := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	return key, old
+}
+
+// injectedBundle is the CA bundle kiln injected into its two webhook configurations, the same in
+// both.
+func injectedBundle(ctx context.Context) ([]byte, error) {
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+		return nil, err
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
+		return nil, err
+	}
+	bundle := m.Webhooks[0].ClientConfig.CABundle
+	if !bytes.Equal(bundle, v.Webhooks[0].ClientConfig.CABundle) {
+		return nil, fmt.Errorf("the two webhook configurations carry different CA bundles")
+	}
+	return bundle, nil
 }
 
 // TestReplicasHealTheCertificateWithinSeconds runs a second replica that checks its certificate
@@ -438,17 +457,9 @@ func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 	first := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
 	// Both replicas serve certificates of the CA in the webhook configurations.
 	trusted := func() error {
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+		bundle, err := injectedBundle(ctx)
+		if err != nil {
 			return err
-		}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
-			return err
-		}
-		bundle := m.Webhooks[0].ClientConfig.CABundle
-		if !bytes.Equal(bundle, v.Webhooks[0].ClientConfig.CABundle) {
-			return fmt.Errorf("the two webhook configurations carry different CA bundles")
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(bundle) {
@@ -465,14 +476,7 @@ func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 	}
 	testenv.EventuallyWithin(t, 30*time.Second, trusted)
 
-	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
-	old := &corev1.Secret{}
-	if err := env.Client.Get(ctx, key, old); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	key, old := deleteCertificate(t)
 	start := time.Now()
 	testenv.EventuallyWithin(t, 10*time.Second, func() error {
 		s := &corev1.Secret{}
