@@ -6,13 +6,16 @@ package release
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -368,4 +371,52 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// The manager run as the default install runs it (install.yaml's arguments, but for local
+// addresses, no webhooks and no leader election) refuses an anonymous scrape of /metrics.
+func TestDefaultInstallRefusesAnAnonymousScrape(t *testing.T) {
+	objs := installObjects(t)
+	var crds []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		}
+	}
+	apply(t, crds)
+	metricsAddr, probeAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	var args []string
+	for _, a := range toStrings(managerContainer(t, objs)["args"]) {
+		switch {
+		case a == "--leader-elect":
+			continue
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			a = "--metrics-bind-address=" + metricsAddr
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address=" + probeAddr
+		case strings.HasPrefix(a, "--webhook-port="):
+			a = "--webhook-port=0"
+		}
+		args = append(args, a)
+	}
+	kiln, err := testenv.StartProcess("kiln", t.TempDir(), nil, testenv.BuildKiln(t), append(args, "--kubeconfig", env.Kubeconfig(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kiln.Stop()
+	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // only the answer's code is looked at
+	testenv.EventuallyWithin(t, time.Minute, func() error {
+		if err := kiln.Exited(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := httpc.Get("https://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			return fmt.Errorf("an anonymous scrape got %d, want 401", resp.StatusCode)
+		}
+		return nil
+	})
 }
