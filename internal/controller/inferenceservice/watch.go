@@ -82,8 +82,9 @@ func podStatusOnly(obj any) (any, error) {
 	}, Status: pod.Status}, nil
 }
 
-// watches starts the watches of the owned cache's kinds: Services at once, the optional kinds
-// once their CRD is installed (watch) and, when it is removed, their informer goes (unwatch).
+// watches starts the watches of the owned cache's kinds: Services, NetworkPolicies and pods at
+// once, the optional kinds once their CRD is installed (sync) and, when it is removed, their
+// informer goes.
 type watches struct {
 	ctrl   controller.Controller
 	cache  cache.Cache
