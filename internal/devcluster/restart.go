@@ -22,13 +22,9 @@ import (
 func (c *Cluster) RestartComponent(ctx context.Context, name string, down time.Duration) error {
 	dir := filepath.Join(c.opts.WorkDir, "clusters", c.Name)
 	pidFile := filepath.Join(dir, "pids", name+".pid")
-	raw, err := os.ReadFile(pidFile)
+	pid, err := c.ComponentPID(name)
 	if err != nil {
-		return fmt.Errorf("%s of cluster %s: %w", name, c.Name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return fmt.Errorf("%s: %w", pidFile, err)
+		return err
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
@@ -85,4 +81,19 @@ func running(pid int) bool {
 	// pid (comm) state …: comm may hold spaces and parentheses, the state follows the last ')'.
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
+// ComponentPID is the process ID of one of the cluster's processes (kube-apiserver, etcd,
+// kube-scheduler, kwok-controller, …), from kwokctl's pid file.
+func (c *Cluster) ComponentPID(name string) (int, error) {
+	pidFile := filepath.Join(c.opts.WorkDir, "clusters", c.Name, "pids", name+".pid")
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("%s of cluster %s: %w", name, c.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", pidFile, err)
+	}
+	return pid, nil
 }

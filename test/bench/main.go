@@ -5,6 +5,9 @@
 //
 //   - floor: a plain client creates exactly the pods and services kiln would create for the
 //     workload, as fast as the apiserver accepts them, with no controller at all; or
+//   - same: the same-work floor: the client creates each job and then, at once, exactly the pods
+//     and services kiln would create for it (owned by it), with no controller; compare it with a
+//     kiln run under the same admission (WEBHOOKS=0: kiln without its webhooks); or
 //   - kiln: the kiln manager runs as a separate process, as users run it (webhooks included),
 //     and the benchmark creates the jobs.
 //
@@ -37,8 +40,12 @@ type Params struct {
 	PyTorchShare float64       `json:"pytorchShare"`
 	Foreign      int           `json:"foreignPods"`
 	Parallelism  int           `json:"clientParallelism"`
-	Rounds       int           `json:"rounds"`
-	Trace        string        `json:"-"`
+	// Nodes is the number of fake nodes (0: one per podsPerNode pods, plus two).
+	Nodes int `json:"nodes"`
+	// Webhooks: kiln runs with its admission webhooks (the same-work floor has none).
+	Webhooks bool   `json:"webhooks"`
+	Rounds   int    `json:"rounds"`
+	Trace    string `json:"-"`
 }
 
 func main() {
@@ -52,9 +59,11 @@ func main() {
 	fs.Float64Var(&p.PyTorchShare, "pytorch", envFloat("PYTORCH", 0), "share of the jobs that are PyTorchJobs (Master + W Workers), 0..1")
 	fs.IntVar(&p.Foreign, "foreign", envInt("FOREIGN", 0), "pods kiln does not own created before the run")
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
+	fs.IntVar(&p.Nodes, "nodes", envInt("NODES", 0), "fake nodes of the cluster; 0: one per 64 pods, plus two (NODES)")
+	fs.BoolVar(&p.Webhooks, "webhooks", envInt("WEBHOOKS", 1) != 0, "run kiln with its admission webhooks; WEBHOOKS=0 for the same admission as the same-work floor's (none)")
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
-	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor, kiln")
+	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln")
 	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")

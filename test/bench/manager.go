@@ -44,7 +44,7 @@ type managerProcess struct {
 	stopped             bool
 }
 
-func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir string) (*managerProcess, error) {
+func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir string, webhooks bool) (*managerProcess, error) {
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "kiln")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s is missing: `make bench` builds it (make build)", bin)
@@ -62,8 +62,12 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 	if err != nil {
 		return nil, err
 	}
-	if err := devcluster.InstallWebhooks(ctx, cluster.Client, opts); err != nil {
-		return nil, err
+	if webhooks {
+		if err := devcluster.InstallWebhooks(ctx, cluster.Client, opts); err != nil {
+			return nil, err
+		}
+	} else {
+		opts.Webhook.Port = 0
 	}
 	logs, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
@@ -120,14 +124,10 @@ func (m *managerProcess) stop() {
 // stats reads the process's CPU time and peak RSS from /proc, and its requests from /metrics.
 func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 	pid := m.cmd.Process.Pid
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, err := cpuSeconds(pid)
 	if err != nil {
 		return nil, err
 	}
-	// Fields after the command name (which ends with ")"): utime and stime are the 12th and 13th.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 		}
 	}
 	return &ManagerStats{
-		CPUSeconds: (utime + stime) / 100, // USER_HZ is 100 on Linux
+		CPUSeconds: cpu,
 		PeakRSSMiB: hwmKiB / 1024, Requests: requests, Writes: writes,
 		WritesPerReplica:           float64(total) / float64(pods),
 		CreatesAndStatusPerReplica: float64(createsAndStatus) / float64(pods),

@@ -37,13 +37,22 @@ func machine() string {
 func splitModes(s string) []string {
 	var out []string
 	for _, m := range strings.Split(s, ",") {
-		if m = strings.TrimSpace(m); m == "floor" || m == "kiln" {
+		if m = strings.TrimSpace(m); m == "floor" || m == "same" || m == "kiln" {
 			out = append(out, m)
 		} else if m != "" {
-			fail(fmt.Errorf("-modes: unknown run %q: use floor and/or kiln", m))
+			fail(fmt.Errorf("-modes: unknown run %q: use floor, same and/or kiln", m))
 		}
 	}
 	return out
+}
+
+// baseline is the mode kiln is compared with: the same-work floor when it ran, else the floor;
+// and how the table names it.
+func (r *Report) baseline() (string, string) {
+	if len(r.runs("same")) > 0 {
+		return "same", "same-work floor (jobs, then their pods + services, by a client)"
+	}
+	return "floor", "floor (pods + services by a client)"
 }
 
 // run is mode's median run by the time until every pod exists (its only run with one round).
@@ -85,7 +94,8 @@ func (r *Report) write(dir string) error {
 
 // markdown is the report's table: kiln next to the floor, and their ratio.
 func (r *Report) markdown() string {
-	floor, kiln := r.run("floor"), r.run("kiln")
+	base, baseName := r.baseline()
+	floor, kiln := r.run(base), r.run("kiln")
 	p := r.Params
 	var b strings.Builder
 	fmt.Fprintf(&b, "J=%d jobs of 1 PS/Master + %d workers (%d pods), pods run %s, PyTorchJob share %.0f%%, %d foreign pods; %s; %s\n\n",
@@ -98,7 +108,12 @@ func (r *Report) markdown() string {
 	if p.Rounds > 1 {
 		fmt.Fprintf(&b, "%d rounds, the modes alternating; each column is that mode's median round by the time until every pod exists.\n\n", p.Rounds)
 	}
-	b.WriteString("| | floor (no controller) | kiln | kiln / floor |\n|---|---|---|---|\n")
+	admission := "kiln's webhooks"
+	if !p.Webhooks {
+		admission = "none (WEBHOOKS=0)"
+	}
+	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook.\n\n", admission)
+	fmt.Fprintf(&b, "| | %s | kiln | kiln / floor |\n|---|---|---|---|\n", baseName)
 	secs := func(name string, get func(*Result) float64) {
 		row := []string{name, "–", "–", "–"}
 		if floor != nil {
@@ -115,6 +130,9 @@ func (r *Report) markdown() string {
 	secs("every pod exists", func(r *Result) float64 { return r.PodsExist })
 	if p.Rounds > 1 {
 		b.WriteString(r.rounds() + "\n")
+	}
+	if old := r.run("floor"); base == "same" && old != nil {
+		fmt.Fprintf(&b, "| every pod exists, floor of pods + services only | %.1f s | | |\n", old.PodsExist)
 	}
 	secs("every job's pods run", func(r *Result) float64 { return r.AllRunning })
 	secs("every job succeeded", func(r *Result) float64 { return r.AllSucceeded })
@@ -137,6 +155,25 @@ func (r *Report) markdown() string {
 		return topSeconds(res.APIServerSeconds, 5)
 	}
 	other("apiserver request seconds, top 5", busiest(floor), busiest(kiln))
+	nodes := func(res *Result) string {
+		if res == nil || res.Nodes == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%d", res.Nodes)
+	}
+	other("cluster: fake nodes", nodes(floor), nodes(kiln))
+	for _, name := range []string{"kube-apiserver", "etcd", "kube-scheduler", "kwok-controller"} {
+		cpu := func(res *Result) string {
+			if res == nil {
+				return "–"
+			}
+			if s, ok := res.ComponentCPU[name]; ok {
+				return fmt.Sprintf("%.1f s", s)
+			}
+			return "–"
+		}
+		other(name+" CPU", cpu(floor), cpu(kiln))
+	}
 	if kiln != nil && len(kiln.WebhookSeconds) > 0 {
 		other("of which waiting on admission webhooks", "", topSeconds(kiln.WebhookSeconds, len(kiln.WebhookSeconds)))
 	}
@@ -148,7 +185,7 @@ func (r *Report) markdown() string {
 		if kiln.StatusRunning > 0 {
 			other("every job's Running condition", "", fmt.Sprintf("%.1f s", kiln.StatusRunning))
 		}
-		other("manager CPU", "", fmt.Sprintf("%.1f s", m.CPUSeconds))
+		other("manager CPU", "", fmt.Sprintf("%.1f s (%.2f ms per replica)", m.CPUSeconds, m.CPUSeconds*1000/float64(p.Jobs*(p.Workers+1))))
 		other("manager peak RSS", "", fmt.Sprintf("%.0f MiB", m.PeakRSSMiB))
 		other("manager requests", "", verbs(m.Requests))
 		other("manager writes per replica: pods + services + status", "", fmt.Sprintf("%.2f", m.CreatesAndStatusPerReplica))
@@ -189,7 +226,8 @@ func byCount(m map[int]int) string {
 
 // rounds is the table row of every round's time until every pod exists, and their ratios.
 func (r *Report) rounds() string {
-	floor, kiln := r.runs("floor"), r.runs("kiln")
+	base, _ := r.baseline()
+	floor, kiln := r.runs(base), r.runs("kiln")
 	list := func(runs []*Result) string {
 		parts := make([]string, len(runs))
 		for i, res := range runs {
@@ -209,7 +247,7 @@ func (r *Report) rounds() string {
 // svg draws jobs running and succeeded over time for each mode's median run.
 func (r *Report) svg() string {
 	var shown []*Result
-	for _, mode := range []string{"floor", "kiln"} {
+	for _, mode := range []string{"floor", "same", "kiln"} {
 		if res := r.run(mode); res != nil {
 			shown = append(shown, res)
 		}
@@ -234,7 +272,7 @@ func (r *Report) svg() string {
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%.0fs</text>`+"\n", x(t), h-bottom+16, t)
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.0f</text>`+"\n", left-6, y(v)+4, v)
 	}
-	colors := map[string][2]string{"floor": {"#999999", "#333333"}, "kiln": {"#f4a261", "#d62828"}}
+	colors := map[string][2]string{"floor": {"#999999", "#333333"}, "same": {"#8ecae6", "#023047"}, "kiln": {"#f4a261", "#d62828"}}
 	legend := 0
 	for _, res := range shown {
 		for i, series := range []string{"running", "succeeded"} {

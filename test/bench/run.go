@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,9 +37,13 @@ const (
 
 // Result is what one run measured. Times are seconds from the first create request.
 type Result struct {
-	Mode  string `json:"mode"`
-	Round int    `json:"round"`
-	Pods  int    `json:"pods"`
+	// Nodes is the cluster's number of fake nodes; ComponentCPU the CPU seconds its apiserver,
+	// scheduler, kwok and etcd used during the run.
+	Nodes        int                `json:"nodes"`
+	ComponentCPU map[string]float64 `json:"componentCPUSeconds,omitempty"`
+	Mode         string             `json:"mode"`
+	Round        int                `json:"round"`
+	Pods         int                `json:"pods"`
 	// Incomplete is set when the run timed out; times not reached are 0.
 	Incomplete bool `json:"incomplete,omitempty"`
 	// PodsExist: every pod has been seen; AllRunning: every job's pods have all run;
@@ -99,6 +105,9 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		pods += int(framework.TotalReplicas(j.GetReplicaSpecs()))
 	}
 	nodes := (pods+p.Foreign)/podsPerNode + 2
+	if p.Nodes > 0 {
+		nodes = p.Nodes
+	}
 	start := time.Now()
 	cluster, err := devcluster.Create(ctx, devcluster.Options{
 		Name: fmt.Sprintf("kiln-bench-%d-%s", os.Getpid(), mode), ToolsDir: tools, Log: logs,
@@ -140,7 +149,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 
 	var mgr *managerProcess
 	if mode == "kiln" {
-		if mgr, err = startManager(ctx, cluster, tools, dir); err != nil {
+		if mgr, err = startManager(ctx, cluster, tools, dir, p.Webhooks); err != nil {
 			return nil, err
 		}
 		defer mgr.stop()
@@ -154,6 +163,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore := componentCPU(cluster)
 
 	obs.start()
 	if mode == "kiln" {
@@ -161,6 +171,8 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 			go mgr.profile(profile)
 		}
 		err = createJobs(ctx, c, jobs, p.Parallelism, obs)
+	} else if mode == "same" {
+		err = createJobsAndChildren(ctx, c, jobs, p.Parallelism, obs)
 	} else {
 		err = createChildren(ctx, c, jobs, p.Parallelism, obs)
 	}
@@ -174,7 +186,11 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		fmt.Println("  ", waitErr, "- reporting what was measured")
 	}
 	res := obs.result(mode)
-	res.Incomplete = waitErr != nil
+	res.Incomplete, res.Nodes = waitErr != nil, nodes
+	res.ComponentCPU = map[string]float64{}
+	for name, after := range componentCPU(cluster) {
+		res.ComponentCPU[name] = after - cpuBefore[name]
+	}
 	after, err := apiserverLoad(ctx, kube)
 	if err != nil {
 		return nil, err
@@ -267,6 +283,59 @@ func createJobs(ctx context.Context, c client.Client, jobs []framework.Job, widt
 		}
 		return nil
 	})
+}
+
+// createJobsAndChildren is the same-work floor: each job created, then at once its services and
+// pods exactly as kiln builds them, owned by it (the job's UID from its creation).
+func createJobsAndChildren(ctx context.Context, c client.Client, jobs []framework.Job, width int, obs *observer) error {
+	return parallel(ctx, len(jobs), width, func(ctx context.Context, i int) error {
+		job := jobs[i].DeepCopyObject().(framework.Job)
+		obs.created(job.GetName())
+		if err := c.Create(ctx, job); err != nil {
+			return fmt.Errorf("creating %s: %w", job.GetName(), err)
+		}
+		fw := frameworkOf(job)
+		replicajob.Default(fw, job, kubeflowv1.CleanPodPolicyRunning)
+		pods, services, err := replicajob.Children(fw, job)
+		if err != nil {
+			return err
+		}
+		for i := range pods {
+			for _, o := range []client.Object{services[i], pods[i]} {
+				if err := c.Create(ctx, o); err != nil {
+					return fmt.Errorf("creating %s: %w", o.GetName(), err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// componentCPU is the CPU seconds the cluster's apiserver, scheduler and kwok have used so far
+// (those it cannot read are left out).
+func componentCPU(cluster *devcluster.Cluster) map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range []string{"kube-apiserver", "kube-scheduler", "kwok-controller", "etcd"} {
+		if pid, err := cluster.ComponentPID(name); err == nil {
+			if s, err := cpuSeconds(pid); err == nil {
+				out[name] = s
+			}
+		}
+	}
+	return out
+}
+
+// cpuSeconds is a process's user and system CPU time, from /proc.
+func cpuSeconds(pid int) (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which ends with ")"): utime and stime are the 12th and 13th.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
 }
 
 // createChildren is the floor: each job's services and pods exactly as kiln builds them (without
