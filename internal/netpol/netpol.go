@@ -93,6 +93,16 @@ func Egress(v string) ([]networkingv1.NetworkPolicyEgressRule, error) {
 	return rules, nil
 }
 
+// EgressOf is the egress a job's annotations list; a malformed list (the webhook refuses it; one
+// stored before it) adds nothing, so the policy stays closed.
+func EgressOf(annotations map[string]string) []networkingv1.NetworkPolicyEgressRule {
+	rules, err := Egress(annotations[EgressAnnotation])
+	if err != nil {
+		return nil
+	}
+	return rules
+}
+
 // ForJob lets the pods selected by pods talk to each other and to DNS (port 53 anywhere: cluster
 // DNS, a node-local cache), and reach egress; nothing else in or out.
 func ForJob(name, ns string, pods map[string]string, egress []networkingv1.NetworkPolicyEgressRule) *networkingv1.NetworkPolicy {

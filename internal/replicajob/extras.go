@@ -126,25 +126,12 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Pl
 
 // networkPolicy is the job's NetworkPolicy when it is isolated (its annotation or the operator's
 // default), or its deletion when the annotation says none; a job that says nothing under a
-// default of none has none, and costs no request.
+// default of none has none, and costs nothing.
 func (r *Reconciler) networkPolicy(job framework.Job) (framework.Extra, bool) {
-	mode := netpol.Mode(job.GetAnnotations(), r.opts.DefaultNetworkPolicy)
-	np := netpol.ForJob(job.GetName(), job.GetNamespace(), jobLabels(r.fw, job), nil)
-	switch {
-	case mode == netpol.Isolated:
-		// The webhook refuses a malformed egress list; one stored before stays closed.
-		np.Spec.Egress = append(np.Spec.Egress, orNone(netpol.Egress(job.GetAnnotations()[netpol.EgressAnnotation]))...)
-		return framework.Extra{Object: np, Wanted: true}, true
-	case job.GetAnnotations()[netpol.Annotation] == netpol.None:
-		return framework.Extra{Object: np}, true
+	isolated := netpol.Mode(job.GetAnnotations(), r.opts.DefaultNetworkPolicy) == netpol.Isolated
+	if !isolated && job.GetAnnotations()[netpol.Annotation] != netpol.None {
+		return framework.Extra{}, false
 	}
-	return framework.Extra{}, false
-}
-
-// orNone is v, or nothing when err says it could not be had.
-func orNone[T any](v []T, err error) []T {
-	if err != nil {
-		return nil
-	}
-	return v
+	np := netpol.ForJob(job.GetName(), job.GetNamespace(), jobLabels(r.fw, job), netpol.EgressOf(job.GetAnnotations()))
+	return framework.Extra{Object: np, Wanted: isolated}, true
 }

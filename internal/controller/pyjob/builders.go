@@ -87,10 +87,9 @@ func desiredScript(job *trainingv1alpha1.PyJob) *corev1.ConfigMap {
 }
 
 // desiredNetworkPolicy fences the PyJob's workers: they reach each other, DNS, and the egress its
-// annotation lists (the webhook refuses a malformed list; one stored before adds nothing).
+// annotation lists.
 func desiredNetworkPolicy(job *trainingv1alpha1.PyJob) *networkingv1.NetworkPolicy {
-	egress, _ := netpol.Egress(job.Annotations[netpol.EgressAnnotation])
-	np := netpol.ForJob(job.Name, job.Namespace, map[string]string{LabelPyJob: job.Name}, egress)
+	np := netpol.ForJob(job.Name, job.Namespace, map[string]string{LabelPyJob: job.Name}, netpol.EgressOf(job.Annotations))
 	np.ObjectMeta = objectMeta(job, np.Name, true)
 	return np
 }

@@ -145,12 +145,7 @@ func TestPyJobComposesWithKueue(t *testing.T) {
 		Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, Workers: 2,
 			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"},
 	}
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	bj := &batchv1.Job{}
-	key := client.ObjectKey{Namespace: ns, Name: "queued"}
-	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	key, bj := startPyJob(t, p)
 	if bj.Labels["kueue.x-k8s.io/queue-name"] != "team-a" || bj.Labels["kueue.x-k8s.io/priority-class"] != "high" {
 		t.Errorf("batch Job labels %v: want Kueue's queue and priority", bj.Labels)
 	}
@@ -325,12 +320,7 @@ func TestPyJobEditsReachTheBatchJob(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	p := builder.PyJob("edited", ns)
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(p)
-	bj := &batchv1.Job{}
-	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	key, bj := startPyJob(t, p)
 	if *bj.Spec.BackoffLimit != 6 || bj.Spec.ActiveDeadlineSeconds != nil {
 		t.Fatalf("new Job: backoffLimit %d, activeDeadlineSeconds %v; want 6 and none", *bj.Spec.BackoffLimit, bj.Spec.ActiveDeadlineSeconds)
 	}
@@ -379,12 +369,7 @@ func TestPyJobTransitionsAreEventsAndMetrics(t *testing.T) {
 	toRunning := metricValue(t, "kiln_job_time_to_running_seconds", pyjob)
 	succeeded := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"})
 	p := builder.PyJob("told", ns)
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(p)
-	bj := &batchv1.Job{}
-	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	key, bj := startPyJob(t, p)
 	// The batch Job's pod, as its controller and a kubelet would make it.
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "told-0", Namespace: ns, Labels: bj.Spec.Template.Labels},
 		Spec: bj.Spec.Template.Spec}
@@ -477,12 +462,7 @@ func TestAPyJobWithABadImageSaysWhy(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	p := builder.PyJob("typo", ns)
-	if err := env.Client.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(p)
-	bj := &batchv1.Job{}
-	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	key, bj := startPyJob(t, p)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "typo-0", Namespace: ns, Labels: bj.Spec.Template.Labels,
 		Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}}, Spec: bj.Spec.Template.Spec}
 	if err := env.Client.Create(context.Background(), pod); err != nil {
@@ -504,4 +484,15 @@ func TestAPyJobWithABadImageSaysWhy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startPyJob creates p and waits for its batch Job.
+func startPyJob(t *testing.T, p *trainingv1alpha1.PyJob) (client.ObjectKey, *batchv1.Job) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	key, bj := client.ObjectKeyFromObject(p), &batchv1.Job{}
+	testenv.Eventually(t, func() error { return env.Client.Get(context.Background(), key, bj) })
+	return key, bj
 }
