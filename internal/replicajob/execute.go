@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -39,7 +38,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
 			ctx, end := tracing.Start(ctx, "delete "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
-			err := r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+			err := r.writes.delete(ctx, o)
 			end(err)
 			if err != nil {
 				r.expect.failed(key, "", o.GetUID())
@@ -56,7 +55,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
 			ctx, end := tracing.Start(ctx, "create "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
-			err := r.client.Create(ctx, o)
+			err := r.writes.create(ctx, o)
 			end(err)
 			if err != nil {
 				r.expect.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")

@@ -28,6 +28,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -56,6 +57,7 @@ type Options struct {
 // Reconciler reconciles the jobs of one framework.
 type Reconciler struct {
 	client   client.Client
+	writes   *childWriter // set up with the manager
 	fw       framework.Framework
 	recorder recorder.EventRecorder
 	clock    clock.PassiveClock
@@ -348,19 +350,19 @@ func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1
 	return ownPods, ownServices, nil
 }
 
-// patchStatus writes the changed status once, as a merge patch guarded by the resourceVersion.
-// The next reconcile waits until the cache shows the write: planning from an older status could,
-// say, recreate the pods of a job this write just finished.
+// patchStatus writes the changed status once, guarded by the resourceVersion read (statuspatch),
+// and sets it on job. The next reconcile waits until the cache shows the write: planning from an
+// older status could, say, recreate the pods of a job this write just finished.
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
-	base := job.DeepCopyObject().(framework.Job)
-	*job.GetJobStatus() = status
+	read := job.GetResourceVersion()
 	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
-	err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	err := statuspatch.Write(ctx, r.client, kubeflowv1.GroupVersion.WithKind(r.fw.Kind), job, job.GetJobStatus(), &status)
 	end(err)
 	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
-	r.expect.statusWritten(key, job.GetUID(), base.GetResourceVersion(), r.clock.Now())
+	*job.GetJobStatus() = status
+	r.expect.statusWritten(key, job.GetUID(), read, r.clock.Now())
 	r.pending.Delete(key)
 	return nil
 }

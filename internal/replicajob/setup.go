@@ -26,19 +26,22 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler: it watches the jobs of its kind and the pods and
-// services they control. Status updates are not filtered out: the reconciler waits for the cache
+// SetupWithManager registers the reconciler: it watches the jobs of its kind and, through
+// children (one for every kind of the manager), the pods and services they control. Status updates are not filtered out: the reconciler waits for the cache
 // to show its own status write, and that event is what wakes it.
 // A gang scheduler's groups are watched too, when the cluster serves them: their state is
 // why a job waits.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
 		For(r.fw.NewJob()).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf)).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.controllerOf))
+		WatchesRawSource(children.Source(r.fw.Kind))
 	if g := r.opts.Gang; g != nil && gang.Served(mgr.GetRESTMapper(), g) {
 		b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
+	}
+	var err error
+	if r.writes, err = newChildWriter(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
 	}
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r); err != nil {
 		return err

@@ -34,6 +34,8 @@ type ManagerStats struct {
 	// (controller_runtime_webhook_latency_seconds): the rest of the apiserver's wait on them is
 	// spent in the apiserver and on the connection, not in kiln.
 	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
+	// Reconciles are the reconciles each controller ran (controller_runtime_reconcile_total).
+	Reconciles map[string]int `json:"reconciles,omitempty"`
 }
 
 // managerProcess is `kiln manager` started as users run it, with its admission webhooks.
@@ -138,7 +140,7 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 			hwmKiB, _ = strconv.ParseFloat(strings.Fields(line)[1], 64)
 		}
 	}
-	requests, writes, webhooks, err := m.requests()
+	requests, writes, webhooks, reconciles, err := m.requests()
 	if err != nil {
 		return nil, err
 	}
@@ -155,17 +157,18 @@ func (m *managerProcess) stats(pods int) (*ManagerStats, error) {
 		WritesPerReplica:           float64(total) / float64(pods),
 		CreatesAndStatusPerReplica: float64(createsAndStatus) / float64(pods),
 		WebhookSeconds:             webhooks,
+		Reconciles:                 reconciles,
 	}, nil
 }
 
-// requests reads the manager's requests by method, its writes by resource and its webhook
-// handlers' seconds by path.
-func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks map[string]float64, err error) {
+// requests reads the manager's requests by method, its writes by resource, its webhook
+// handlers' seconds by path and its reconciles by controller.
+func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks map[string]float64, reconciles map[string]int, err error) {
 	families, err := testenv.Metrics(m.metrics)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	byMethod, writes, webhooks = map[string]int{}, map[string]int{}, map[string]float64{}
+	byMethod, writes, webhooks, reconciles = map[string]int{}, map[string]int{}, map[string]float64{}, map[string]int{}
 	for _, m := range families["kiln_api_requests_total"].GetMetric() {
 		n, method := int(m.GetCounter().GetValue()), testenv.Label(m, "method")
 		byMethod[method] += n
@@ -177,7 +180,12 @@ func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks m
 	for _, m := range families["controller_runtime_webhook_latency_seconds"].GetMetric() {
 		webhooks[testenv.Label(m, "webhook")] += m.GetHistogram().GetSampleSum()
 	}
-	return byMethod, writes, webhooks, nil
+	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
+		if n := int(m.GetCounter().GetValue()); n > 0 {
+			reconciles[testenv.Label(m, "controller")] += n
+		}
+	}
+	return byMethod, writes, webhooks, reconciles, nil
 }
 
 // profile saves a CPU profile of the next d.

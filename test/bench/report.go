@@ -188,6 +188,9 @@ func (r *Report) markdown() string {
 		other("manager CPU", "", fmt.Sprintf("%.1f s (%.2f ms per replica)", m.CPUSeconds, m.CPUSeconds*1000/float64(p.Jobs*(p.Workers+1))))
 		other("manager peak RSS", "", fmt.Sprintf("%.0f MiB", m.PeakRSSMiB))
 		other("manager requests", "", verbs(m.Requests))
+		if len(m.Reconciles) > 0 {
+			other("manager reconciles per job", "", perJob(m.Reconciles, p.Jobs))
+		}
 		other("manager writes per replica: pods + services + status", "", fmt.Sprintf("%.2f", m.CreatesAndStatusPerReplica))
 		other("manager writes per replica: all", "", fmt.Sprintf("%.2f (%s)", m.WritesPerReplica, verbs(m.Writes)))
 		w := kiln.StatusWritesWhileRunning
@@ -199,6 +202,15 @@ func (r *Report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// perJob is each count of m divided by jobs, by key.
+func perJob(m map[string]int, jobs int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(m[k])/float64(jobs)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func verbs(m map[string]int) string {

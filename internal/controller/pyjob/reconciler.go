@@ -27,6 +27,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/netpol"
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
@@ -267,19 +268,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	if equality.Semantic.DeepEqual(job.Status, st) {
 		return nil
 	}
-	base := job.DeepCopy()
-	job.Status = st
 	// Written over the version read only: a status derived from a stale cached copy would
 	// write (and count) a transition twice. A conflict means a newer version is on its way to
 	// the cache, and its event reconciles again.
-	if err := r.client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := statuspatch.Write(ctx, r.client, trainingv1alpha1.GroupVersion.WithKind("PyJob"), job, &job.Status, &st); err != nil {
 		if apierrors.IsConflict(err) {
-			job.Status = base.Status // what is stored, as far as this reconcile knows
 			return nil
 		}
 		return fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 	}
-	r.record(job, base.Status, now)
+	old := job.Status
+	job.Status = st
+	r.record(job, old, now)
 	return nil
 }
 

@@ -1,0 +1,93 @@
+package replicajob
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T) {
+	c := NewChildEvents(nil)
+	queue := func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	}
+	tfjobs, pytorchjobs := queue(), queue()
+	c.queues["TFJob"], c.queues["PyTorchJob"] = tfjobs, pytorchjobs
+	owned := func(kind, apiVersion string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "a", UID: "j", Controller: ptr.To(true)}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-worker-0", ResourceVersion: "1", OwnerReferences: owned("TFJob", "kubeflow.org/v1"),
+		Labels: map[string]string{"training.kubeflow.org/replica-index": "0"}}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-worker-0", ResourceVersion: "1", OwnerReferences: owned("TFJob", "kubeflow.org/v1")}}
+	next := func(o client.Object, change func(client.Object)) client.Object {
+		o = o.DeepCopyObject().(client.Object)
+		o.SetResourceVersion("2")
+		if change != nil {
+			change(o)
+		}
+		return o
+	}
+	job := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}}
+	cases := []struct {
+		name  string
+		event func()
+		want  workqueue.TypedRateLimitingInterface[reconcile.Request] // nil: no queue
+	}{
+		{"pod created", func() { c.add(pod) }, tfjobs},
+		{"pod: only the resourceVersion", func() { c.update(pod, next(pod, nil)) }, nil},
+		{"pod: phase", func() {
+			c.update(pod, next(pod, func(o client.Object) { o.(*corev1.Pod).Status.Phase = corev1.PodRunning }))
+		}, tfjobs},
+		{"pod: deletion", func() { c.update(pod, next(pod, func(o client.Object) { o.SetDeletionTimestamp(&metav1.Time{}) })) }, tfjobs},
+		{"pod: a container's restart", func() {
+			c.update(pod, next(pod, func(o client.Object) {
+				o.(*corev1.Pod).Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow", RestartCount: 1}}
+			}))
+		}, tfjobs},
+		{"pod deleted, seen late", func() { c.delete(toolscache.DeletedFinalStateUnknown{Key: "ns/a-worker-0", Obj: pod}) }, tfjobs},
+		{"service: only the resourceVersion", func() { c.update(svc, next(svc, nil)) }, nil},
+		{"service: retry history", func() {
+			c.update(svc, next(svc, func(o client.Object) { o.SetAnnotations(map[string]string{AnnotationRestarts: "1"}) }))
+		}, tfjobs},
+		{"a PyTorchJob's pod", func() {
+			c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(owned("PyTorchJob", "kubeflow.org/v1")) }))
+		}, pytorchjobs},
+		{"a kind without a controller here", func() {
+			c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(owned("XGBoostJob", "kubeflow.org/v1")) }))
+		}, nil},
+		{"another group's kind of that name", func() {
+			c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(owned("TFJob", "example.com/v1")) }))
+		}, nil},
+		{"no controller", func() { c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(nil) })) }, nil},
+	}
+	for _, tc := range cases {
+		tc.event()
+		for _, q := range []workqueue.TypedRateLimitingInterface[reconcile.Request]{tfjobs, pytorchjobs} {
+			want := 0
+			if q == tc.want {
+				want = 1
+			}
+			if q.Len() != want {
+				t.Errorf("%s: %d requests in a queue, want %d", tc.name, q.Len(), want)
+			}
+			for q.Len() > 0 {
+				got, _ := q.Get()
+				if got != job {
+					t.Errorf("%s: enqueued %v, want %v", tc.name, got, job)
+				}
+				q.Done(got)
+				q.Forget(got)
+			}
+		}
+	}
+	if pod.ResourceVersion != "1" {
+		t.Errorf("the comparison changed the cached pod's resourceVersion to %q", pod.ResourceVersion)
+	}
+}
