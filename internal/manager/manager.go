@@ -7,7 +7,6 @@
 package manager
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
@@ -171,11 +170,6 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
-	}
-	if len(frameworks) > 0 {
-		if err := replicajob.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
-			return nil, err
-		}
 	}
 	engine := o.Engine
 	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {

@@ -3,7 +3,10 @@ package replicajob
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,17 +26,44 @@ import (
 // controls the object, through one handler per informer. With a watch per kind, each of the six
 // kinds' controllers was woken for every event of every kiln pod, five of them for nothing.
 // Updates that change nothing the cache keeps are dropped (see sameButVersion).
+//
+// It also keeps each job's children, as the events have shown them, for the reconciles to read
+// (Of): listing them from the cache copied every pod into the list, on every reconcile. A
+// reconcile woken by an event sees the children with that event applied; the cached objects are
+// shared, and read only.
 type ChildEvents struct {
 	cache cache.Cache
 
-	mu     sync.RWMutex
-	queues map[string]workqueue.TypedRateLimitingInterface[reconcile.Request] // by job kind
-	regs   []toolscache.ResourceEventHandlerRegistration                      // nil until started
+	mu       sync.RWMutex
+	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request] // by job kind
+	regs     []toolscache.ResourceEventHandlerRegistration                      // nil until started
+	families map[types.UID]*family                                              // by the controller's UID
+}
+
+// family is a job's pods and services, by their UIDs.
+type family struct {
+	pods     map[types.UID]*corev1.Pod
+	services map[types.UID]*corev1.Service
 }
 
 // NewChildEvents routes the events of the pods and services in c.
 func NewChildEvents(c cache.Cache) *ChildEvents {
-	return &ChildEvents{cache: c, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}}
+	return &ChildEvents{cache: c, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}, families: map[types.UID]*family{}}
+}
+
+// Of returns the pods and services the job of that UID controls, sorted by name.
+func (c *ChildEvents) Of(job types.UID) ([]*corev1.Pod, []*corev1.Service) {
+	c.mu.RLock()
+	f := c.families[job]
+	var pods []*corev1.Pod
+	var services []*corev1.Service
+	if f != nil {
+		pods, services = slices.Collect(maps.Values(f.pods)), slices.Collect(maps.Values(f.services))
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(services, func(a, b *corev1.Service) int { return strings.Compare(a.Name, b.Name) })
+	return pods, services
 }
 
 // Source is the source of the controller of kind's jobs: the events of the pods and services
@@ -88,34 +118,85 @@ func (s childSource) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
-func (c *ChildEvents) add(obj any) { c.enqueue(obj) }
+func (c *ChildEvents) add(obj any) {
+	if o, ref := jobChild(obj); ref != nil {
+		c.keep(o, ref, true)
+		c.enqueue(o, ref)
+	}
+}
 
 func (c *ChildEvents) update(old, new any) {
-	o, ok1 := old.(client.Object)
-	n, ok2 := new.(client.Object)
-	if ok1 && ok2 && sameButVersion(o, n) {
+	o, was := jobChild(old)
+	n, ref := jobChild(new)
+	if was != nil && (ref == nil || was.UID != ref.UID) {
+		c.keep(o, was, false) // no longer that job's
+	}
+	if ref == nil {
 		return
 	}
-	c.enqueue(new)
+	c.keep(n, ref, true)
+	if was != nil && sameButVersion(o, n) {
+		return
+	}
+	c.enqueue(n, ref)
 }
 
 func (c *ChildEvents) delete(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	c.enqueue(obj)
+	if o, ref := jobChild(obj); ref != nil {
+		c.keep(o, ref, false)
+		c.enqueue(o, ref)
+	}
 }
 
-// enqueue adds the job controlling obj to its kind's queue.
-func (c *ChildEvents) enqueue(obj any) {
+// jobChild is obj and its controller, if a kubeflow.org job controls it.
+func jobChild(obj any) (client.Object, *metav1.OwnerReference) {
 	o, ok := obj.(client.Object)
 	if !ok {
-		return
+		return nil, nil
 	}
 	ref := metav1.GetControllerOfNoCopy(o)
 	if ref == nil || ref.APIVersion != kubeflowv1.GroupVersion.String() {
-		return
+		return nil, nil
 	}
+	return o, ref
+}
+
+// keep adds o to (or, !there, removes it from) the family of the job ref names.
+func (c *ChildEvents) keep(o client.Object, ref *metav1.OwnerReference, there bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.families[ref.UID]
+	if f == nil {
+		if !there {
+			return
+		}
+		f = &family{pods: map[types.UID]*corev1.Pod{}, services: map[types.UID]*corev1.Service{}}
+		c.families[ref.UID] = f
+	}
+	switch o := o.(type) {
+	case *corev1.Pod:
+		if there {
+			f.pods[o.UID] = o
+		} else {
+			delete(f.pods, o.UID)
+		}
+	case *corev1.Service:
+		if there {
+			f.services[o.UID] = o
+		} else {
+			delete(f.services, o.UID)
+		}
+	}
+	if len(f.pods) == 0 && len(f.services) == 0 {
+		delete(c.families, ref.UID)
+	}
+}
+
+// enqueue adds the job ref names to its kind's queue.
+func (c *ChildEvents) enqueue(o client.Object, ref *metav1.OwnerReference) {
 	c.mu.RLock()
 	q := c.queues[ref.Kind]
 	c.mu.RUnlock()

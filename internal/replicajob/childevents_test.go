@@ -1,6 +1,7 @@
 package replicajob
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,5 +90,59 @@ func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T
 	}
 	if pod.ResourceVersion != "1" {
 		t.Errorf("the comparison changed the cached pod's resourceVersion to %q", pod.ResourceVersion)
+	}
+}
+
+func TestChildEventsKeepEachJobsChildren(t *testing.T) {
+	c := NewChildEvents(nil)
+	owner := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "a", UID: uid, Controller: ptr.To(true)}}
+	}
+	pod := func(name string, uid types.UID, job types.UID) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, OwnerReferences: owner(job)}}
+	}
+	names := func(job types.UID) []string {
+		pods, services := c.Of(job)
+		var out []string
+		for _, p := range pods {
+			out = append(out, "pod/"+p.Name)
+		}
+		for _, s := range services {
+			out = append(out, "service/"+s.Name)
+		}
+		return out
+	}
+	w1, w0 := pod("a-worker-1", "p1", "j"), pod("a-worker-0", "p0", "j")
+	c.add(w1)
+	c.add(w0)
+	c.add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-worker-0", UID: "s0", OwnerReferences: owner("j")}})
+	c.add(pod("other-worker-0", "q0", "k"))
+	if got, want := names("j"), []string{"pod/a-worker-0", "pod/a-worker-1", "service/a-worker-0"}; !slices.Equal(got, want) {
+		t.Errorf("children %v, want %v", got, want)
+	}
+	running := w0.DeepCopy()
+	running.Status.Phase = corev1.PodRunning
+	c.update(w0, running)
+	if pods, _ := c.Of("j"); pods[0].Status.Phase != corev1.PodRunning {
+		t.Errorf("after an update, a-worker-0 is %q, want the updated pod", pods[0].Status.Phase)
+	}
+	// The same name again: the old pod's deletion, seen late, leaves its replacement.
+	c.add(pod("a-worker-1", "p1b", "j"))
+	c.delete(toolscache.DeletedFinalStateUnknown{Key: "ns/a-worker-1", Obj: w1})
+	if got, want := names("j"), []string{"pod/a-worker-0", "pod/a-worker-1", "service/a-worker-0"}; !slices.Equal(got, want) {
+		t.Errorf("after a replacement, children %v, want %v", got, want)
+	}
+	orphaned := running.DeepCopy()
+	orphaned.OwnerReferences = nil
+	c.update(running, orphaned)
+	if got, want := names("j"), []string{"pod/a-worker-1", "service/a-worker-0"}; !slices.Equal(got, want) {
+		t.Errorf("after a pod's controller went, children %v, want %v", got, want)
+	}
+	if got := names("k"); !slices.Equal(got, []string{"pod/other-worker-0"}) {
+		t.Errorf("the other job's children: %v", got)
+	}
+	c.delete(pod("other-worker-0", "q0", "k"))
+	if _, ok := c.families["k"]; ok {
+		t.Error("a job without children is still kept")
 	}
 }

@@ -58,6 +58,7 @@ type Options struct {
 type Reconciler struct {
 	client   client.Client
 	writes   *childWriter // set up with the manager
+	kids     *ChildEvents // set up with the manager: the pods and services of each job
 	fw       framework.Framework
 	recorder recorder.EventRecorder
 	clock    clock.PassiveClock
@@ -134,10 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !ManagedByKiln(job) || job.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	pods, services, err := r.children(ctx, job)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+	pods, services := r.kids.Of(job.GetUID())
 	now := r.clock.Now()
 	if !r.expect.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
@@ -320,34 +318,6 @@ func (r *Reconciler) record(job framework.Job, p *Plan, now time.Time) {
 func ManagedByKiln(job framework.Job) bool {
 	m := job.GetRunPolicy().ManagedBy
 	return m == nil || *m == "" || *m == kubeflowv1.KubeflowJobsController
-}
-
-// children lists the job's pods and services from the cache: those it controls, through the
-// controller index (a label selector would scan every pod of the namespace). An object with the
-// job's labels but another controller is never touched.
-func (r *Reconciler) children(ctx context.Context, job framework.Job) ([]*corev1.Pod, []*corev1.Service, error) {
-	sel := client.MatchingFields{IndexController: string(job.GetUID())}
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(job.GetNamespace()), sel); err != nil {
-		return nil, nil, fmt.Errorf("listing pods of %s %s: %w", r.fw.Kind, job.GetName(), err)
-	}
-	var services corev1.ServiceList
-	if err := r.client.List(ctx, &services, client.InNamespace(job.GetNamespace()), sel); err != nil {
-		return nil, nil, fmt.Errorf("listing services of %s %s: %w", r.fw.Kind, job.GetName(), err)
-	}
-	var ownPods []*corev1.Pod
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], job) {
-			ownPods = append(ownPods, &pods.Items[i])
-		}
-	}
-	var ownServices []*corev1.Service
-	for i := range services.Items {
-		if metav1.IsControlledBy(&services.Items[i], job) {
-			ownServices = append(ownServices, &services.Items[i])
-		}
-	}
-	return ownPods, ownServices, nil
 }
 
 // patchStatus writes the changed status once, guarded by the resourceVersion read (statuspatch),

@@ -2,10 +2,8 @@ package replicajob
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,8 +25,9 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: it watches the jobs of its kind and, through
-// children (one for every kind of the manager), the pods and services they control. Status updates are not filtered out: the reconciler waits for the cache
-// to show its own status write, and that event is what wakes it.
+// children (one for every kind of the manager), the pods and services they control, which it
+// reads from children too. Status updates are not filtered out: the reconciler waits for the
+// cache to show its own status write, and that event is what wakes it.
 // A gang scheduler's groups are watched too, when the cluster serves them: their state is
 // why a job waits.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents) error {
@@ -39,6 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 	if g := r.opts.Gang; g != nil && gang.Served(mgr.GetRESTMapper(), g) {
 		b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
 	}
+	r.kids = children
 	var err error
 	if r.writes, err = newChildWriter(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
 		return err
@@ -58,25 +58,4 @@ func (r *Reconciler) controllerOf(_ context.Context, o client.Object) []reconcil
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
-}
-
-// IndexController is the cache index of pods and services by the UID of their controller, so a
-// reconcile lists its job's children, not every pod of the namespace.
-const IndexController = "kiln.dev/controller-uid"
-
-// IndexChildren registers IndexController on pods and services; the manager calls it once.
-func IndexChildren(ctx context.Context, indexer client.FieldIndexer) error {
-	byController := func(o client.Object) []string {
-		if ref := metav1.GetControllerOf(o); ref != nil {
-			return []string{string(ref.UID)}
-		}
-		return nil
-	}
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexController, byController); err != nil {
-		return fmt.Errorf("indexing pods by controller: %w", err)
-	}
-	if err := indexer.IndexField(ctx, &corev1.Service{}, IndexController, byController); err != nil {
-		return fmt.Errorf("indexing services by controller: %w", err)
-	}
-	return nil
 }
