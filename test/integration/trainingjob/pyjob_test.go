@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -305,12 +306,16 @@ func TestPyJobRunsAnInlineScript(t *testing.T) {
 	if strings.Join(c.Command, " ") != "python /opt/kiln/script/main.py" {
 		t.Errorf("the batch Job runs %q, want python /opt/kiln/script/main.py", c.Command)
 	}
-	fresh := &trainingv1alpha1.PyJob{}
-	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), fresh); err != nil {
-		t.Fatal(err)
-	}
-	fresh.Spec.Script = "print('changed')"
-	if err := env.Client.Update(context.Background(), fresh); err == nil || !strings.Contains(err.Error(), "spec.script is immutable") {
+	// The controller writes the status meanwhile: a conflict is not the answer under test.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &trainingv1alpha1.PyJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Script = "print('changed')"
+		return env.Client.Update(context.Background(), fresh)
+	})
+	if err == nil || !strings.Contains(err.Error(), "spec.script is immutable") {
 		t.Errorf("changing the script: %v, want spec.script is immutable", err)
 	}
 }
