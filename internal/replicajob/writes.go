@@ -17,8 +17,8 @@ import (
 // childWriter creates and deletes a job's pods and services. The engine learns what it wrote
 // from the cache, never from the apiserver's answer, so the writer asks for the object's metadata
 // only in return and does not decode it: controller-runtime's client decodes every answer, and a
-// deletion's twice more (to JSON and back), which at 1,000 jobs was a tenth of kiln's CPU spent
-// reading pods it had just sent or was deleting.
+// deletion's twice more (to JSON and back) — a third of a millisecond of kiln's CPU per deleted
+// pod, and writing pods and services took half the CPU it takes now.
 type childWriter struct{ core rest.Interface }
 
 // metadataOnly asks for an answer of the object's metadata (the apiserver encodes less too);
