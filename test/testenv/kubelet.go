@@ -99,6 +99,14 @@ func (e *Env) Services(t testing.TB, ns string, labels map[string]string) []core
 	return l.Items
 }
 
+// Await waits until the object ns/name exists and reads it into obj.
+func (e *Env) Await(t testing.TB, ns, name string, obj client.Object) {
+	t.Helper()
+	Eventually(t, func() error {
+		return e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	})
+}
+
 // Pod gets one pod by name.
 func (e *Env) Pod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()

@@ -75,9 +75,7 @@ func edit(t *testing.T, i *servingv1alpha1.InferenceService, change func(*servin
 func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	testenv.Eventually(t, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d)
-	})
+	env.Await(t, ns, name, d)
 	return d
 }
 
@@ -206,9 +204,7 @@ func TestReadyWithURLAndScale(t *testing.T) {
 		t.Errorf("predictor probes/port: %+v %+v %+v", c.ReadinessProbe, c.LivenessProbe, c.Ports)
 	}
 	for _, name := range []string{"iris", "iris-predictor"} {
-		testenv.Eventually(t, func() error {
-			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{})
-		})
+		env.Await(t, ns, name, &corev1.Service{})
 	}
 	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
 	makeReady(t, d)
@@ -413,9 +409,7 @@ func TestHandingReplicasToAnHPAKeepsTheCount(t *testing.T) {
 		return nil
 	})
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.MaxReplicas = ptr.To[int32](6) })
-	testenv.Eventually(t, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "handover-predictor"}, &autoscalingv2.HorizontalPodAutoscaler{})
-	})
+	env.Await(t, ns, "handover-predictor", &autoscalingv2.HorizontalPodAutoscaler{})
 	testenv.Consistently(t, func() error {
 		if n := *deployment(t, ns, "handover-predictor").Spec.Replicas; n != 3 {
 			return fmt.Errorf("replicas %d after the HPA took over, want 3 kept", n)
@@ -500,9 +494,7 @@ func TestHPAWithTheRightBounds(t *testing.T) {
 		s.MinReplicas, s.MaxReplicas = ptr.To[int32](2), ptr.To[int32](5)
 	}))
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-	testenv.Eventually(t, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "scaled-predictor"}, hpa)
-	})
+	env.Await(t, ns, "scaled-predictor", hpa)
 	if *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 5 || hpa.Spec.ScaleTargetRef.Name != "scaled-predictor" {
 		t.Errorf("HPA spec %+v", hpa.Spec)
 	}
@@ -607,9 +599,7 @@ func TestScaleToZeroThroughKEDAsHTTPAddOn(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(apiVersion)
 		u.SetKind(kind)
-		testenv.Eventually(t, func() error {
-			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)
-		})
+		env.Await(t, ns, name, u)
 		return u
 	}
 	so := get("keda.sh/v1alpha1", "ScaledObject", "zero-predictor")
@@ -691,9 +681,7 @@ func TestMonitoringWherePrometheusOperatorIsInstalled(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("monitoring.coreos.com/v1")
 		u.SetKind(kind)
-		testenv.Eventually(t, func() error {
-			return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "watched"}, u)
-		})
+		env.Await(t, ns, "watched", u)
 		if kind == "ServiceMonitor" {
 			// MLServer (sklearn) publishes its metrics on 8082: the ServiceMonitor scrapes the
 			// per-version Services' "metrics" port, which leads to the container's.

@@ -21,9 +21,7 @@ import (
 func policy(t *testing.T, ns, name string) *networkingv1.NetworkPolicy {
 	t.Helper()
 	np := &networkingv1.NetworkPolicy{}
-	testenv.Eventually(t, func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, np)
-	})
+	env.Await(t, ns, name, np)
 	return np
 }
 
