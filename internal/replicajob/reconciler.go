@@ -320,9 +320,9 @@ func ManagedByKiln(job framework.Job) bool {
 	return m == nil || *m == "" || *m == kubeflowv1.KubeflowJobsController
 }
 
-// patchStatus writes the changed status once, guarded by the resourceVersion read (statuspatch),
-// and sets it on job. The next reconcile waits until the cache shows the write: planning from an
-// older status could, say, recreate the pods of a job this write just finished.
+// patchStatus writes the changed status once, guarded by the resourceVersion read (statuspatch).
+// The next reconcile waits until the cache shows the write: planning from an older status could,
+// say, recreate the pods of a job this write just finished.
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
 	read := job.GetResourceVersion()
 	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
@@ -331,7 +331,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, 
 	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
-	*job.GetJobStatus() = status
 	r.expect.statusWritten(key, job.GetUID(), read, r.clock.Now())
 	r.pending.Delete(key)
 	return nil

@@ -49,9 +49,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 	return r.setupCreatedWriter(mgr, workers)
 }
 
-// controllerOf maps a pod or service to the job of this kind that controls it. It reads the owner
-// reference's kind as written (Owns() would ask the RESTMapper on every event of every pod, once
-// per job kind).
+// controllerOf maps a gang group to the job of this kind that controls it. It reads the owner
+// reference's kind as written (Owns() would ask the RESTMapper on every event).
 func (r *Reconciler) controllerOf(_ context.Context, o client.Object) []reconcile.Request {
 	ref := metav1.GetControllerOf(o)
 	if ref == nil || ref.Kind != r.fw.Kind || ref.APIVersion != kubeflowv1.GroupVersion.String() {

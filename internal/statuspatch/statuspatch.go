@@ -18,9 +18,8 @@ import (
 // Write patches the status of obj (of kind gvk) from old to new, where old is the status of the
 // version of obj the caller read. A merge patch of whole objects costs kiln two encodings of the
 // spec (pod templates and all) and the decoding of the whole object the apiserver sends back, for
-// every write; this encodes two statuses and decodes the metadata. obj is left as it was but for
-// its resourceVersion, which becomes the written one. A conflict (the object changed since it was
-// read) comes back as the apiserver's Conflict error.
+// every write; this encodes two statuses and decodes the metadata. obj is not changed. A conflict
+// (the object changed since it was read) comes back as the apiserver's Conflict error.
 func Write(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, obj client.Object, old, new any) error {
 	patch, err := Patch(obj.GetResourceVersion(), old, new)
 	if err != nil {
@@ -28,11 +27,7 @@ func Write(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ob
 	}
 	written := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
 	written.SetGroupVersionKind(gvk)
-	if err := c.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return err
-	}
-	obj.SetResourceVersion(written.ResourceVersion)
-	return nil
+	return c.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch))
 }
 
 // Patch is the merge patch that turns status old into new on the version resourceVersion.
