@@ -43,9 +43,11 @@ type Params struct {
 	// Nodes is the number of fake nodes (0: one per podsPerNode pods, plus two).
 	Nodes int `json:"nodes"`
 	// Webhooks: kiln runs with its admission webhooks (the same-work floor has none).
-	Webhooks bool   `json:"webhooks"`
-	Rounds   int    `json:"rounds"`
-	Trace    string `json:"-"`
+	Webhooks bool `json:"webhooks"`
+	// ManagerEnv is environment added to the manager's ("GOGC=100 GOMAXPROCS=2").
+	ManagerEnv string `json:"managerEnv,omitempty"`
+	Rounds     int    `json:"rounds"`
+	Trace      string `json:"-"`
 }
 
 func main() {
@@ -61,6 +63,7 @@ func main() {
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
 	fs.IntVar(&p.Nodes, "nodes", envInt("NODES", 0), "fake nodes of the cluster; 0: one per 64 pods, plus two (NODES)")
 	fs.BoolVar(&p.Webhooks, "webhooks", envInt("WEBHOOKS", 1) != 0, "run kiln with its admission webhooks; WEBHOOKS=0 for the same admission as the same-work floor's (none)")
+	fs.StringVar(&p.ManagerEnv, "manager-env", os.Getenv("MANAGER_ENV"), "environment variables added to kiln manager's, space-separated: MANAGER_ENV='GOGC=100 GOMAXPROCS=2'")
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln")

@@ -113,6 +113,9 @@ func (r *Report) markdown() string {
 		admission = "none (WEBHOOKS=0)"
 	}
 	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook.\n\n", admission)
+	if p.ManagerEnv != "" {
+		fmt.Fprintf(&b, "kiln's environment adds MANAGER_ENV=%q.\n\n", p.ManagerEnv)
+	}
 	fmt.Fprintf(&b, "| | %s | kiln | kiln / floor |\n|---|---|---|---|\n", baseName)
 	secs := func(name string, get func(*Result) float64) {
 		row := []string{name, "–", "–", "–"}
@@ -185,7 +188,9 @@ func (r *Report) markdown() string {
 		if kiln.StatusRunning > 0 {
 			other("every job's Running condition", "", fmt.Sprintf("%.1f s", kiln.StatusRunning))
 		}
-		other("manager CPU", "", fmt.Sprintf("%.1f s (%.2f ms per replica)", m.CPUSeconds, m.CPUSeconds*1000/float64(p.Jobs*(p.Workers+1))))
+		replicas := float64(p.Jobs * (p.Workers + 1))
+		other("manager CPU", "", fmt.Sprintf("%.1f s (%.2f ms per replica), of which starting %.1f s (after it: %.2f ms per replica)",
+			m.CPUSeconds, m.CPUSeconds*1000/replicas, m.StartCPUSeconds, (m.CPUSeconds-m.StartCPUSeconds)*1000/replicas))
 		other("manager peak RSS", "", fmt.Sprintf("%.0f MiB", m.PeakRSSMiB))
 		other("manager requests", "", verbs(m.Requests))
 		if len(m.Reconciles) > 0 {

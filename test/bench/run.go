@@ -149,7 +149,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 
 	var mgr *managerProcess
 	if mode == "kiln" {
-		if mgr, err = startManager(ctx, cluster, tools, dir, p.Webhooks); err != nil {
+		if mgr, err = startManager(ctx, cluster, tools, dir, p.Webhooks, p.ManagerEnv); err != nil {
 			return nil, err
 		}
 		defer mgr.stop()
