@@ -94,3 +94,37 @@ func TestSharedLabelsAreBounded(t *testing.T) {
 		t.Error("an index under the limit does not share its map")
 	}
 }
+
+// The informer may hand the transform a pod it already slimmed (client-go asks for idempotence).
+func TestKeepPodStatusIsIdempotent(t *testing.T) {
+	exit := corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "long log tail"}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{
+			kubeflowv1.LabelReplicaType: "worker", kubeflowv1.LabelReplicaIndex: "0", "team": "a"}},
+		Spec: corev1.PodSpec{NodeName: "n1"},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes"},
+		}, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", RestartCount: 2, Image: "x", State: corev1.ContainerState{Terminated: &exit}}}},
+	}
+	once, err := keepPodStatus(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{kubeflowv1.LabelReplicaType: "worker", kubeflowv1.LabelReplicaIndex: "0"}},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes"},
+		}, ContainerStatuses: []corev1.ContainerStatus{{Name: "c", RestartCount: 2, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}},
+	}
+	if diff := cmp.Diff(want, once); diff != "" {
+		t.Fatalf("slimmed pod (-want +got):\n%s", diff)
+	}
+	twice, err := keepPodStatus(once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, twice); diff != "" {
+		t.Errorf("slimmed twice (-want +got):\n%s", diff)
+	}
+}

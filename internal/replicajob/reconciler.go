@@ -57,8 +57,9 @@ type Options struct {
 // Reconciler reconciles the jobs of one framework.
 type Reconciler struct {
 	client   client.Client
-	writes   *childWriter // set up with the manager
-	kids     *ChildEvents // set up with the manager: the pods and services of each job
+	writes   *childWriter        // set up with the manager
+	status   *statuspatch.Writer // set up with the manager
+	kids     *ChildEvents        // set up with the manager: the pods and services of each job
 	fw       framework.Framework
 	recorder recorder.EventRecorder
 	clock    clock.PassiveClock
@@ -326,7 +327,7 @@ func ManagedByKiln(job framework.Job) bool {
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
 	read := job.GetResourceVersion()
 	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
-	err := statuspatch.Write(ctx, r.client, kubeflowv1.GroupVersion.WithKind(r.fw.Kind), job, job.GetJobStatus(), &status)
+	err := r.status.Write(ctx, job, job.GetJobStatus(), &status)
 	end(err)
 	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)

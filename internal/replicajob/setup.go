@@ -14,6 +14,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/gang"
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
 
 // What the engine needs, and nothing more: no reading Secrets, no pods/exec, no update on jobs.
@@ -41,6 +42,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 	r.kids = children
 	var err error
 	if r.writes, err = newChildWriter(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
+	}
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), kubeflowv1.GroupVersion.WithKind(r.fw.Kind)); err != nil {
 		return err
 	}
 	if err := b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r); err != nil {

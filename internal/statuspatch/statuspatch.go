@@ -7,27 +7,77 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Write patches the status of obj (of kind gvk) from old to new, where old is the status of the
-// version of obj the caller read. A merge patch of whole objects costs kiln two encodings of the
-// spec (pod templates and all) and the decoding of the whole object the apiserver sends back, for
-// every write; this encodes two statuses and decodes the metadata. obj is not changed. A conflict
-// (the object changed since it was read) comes back as the apiserver's Conflict error.
-func Write(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, obj client.Object, old, new any) error {
+// Writer writes the status of one kind's objects through the manager's connection. A merge patch
+// of whole objects costs kiln two encodings of the spec (pod templates and all) and the decoding
+// of the whole object the apiserver sends back, for every write; this encodes two statuses and
+// decodes nothing unless the write fails. It asks the RESTMapper for the kind's resource once,
+// not on every write as controller-runtime's client does.
+type Writer struct {
+	gvk    schema.GroupVersionKind
+	mapper meta.RESTMapper
+	rest   rest.Interface
+
+	mu       sync.Mutex
+	resource string // found on the first write
+}
+
+// metadataOnly asks for an answer of the object's metadata, which the writer does not decode;
+// errors come as a Status.
+const metadataOnly = runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1," + runtime.ContentTypeJSON
+
+// NewWriter writes statuses of kind gvk through cfg and its HTTP client hc.
+func NewWriter(cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper, gvk schema.GroupVersionKind) (*Writer, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.APIPath, cfg.GroupVersion = "/apis", &schema.GroupVersion{Group: gvk.Group, Version: gvk.Version}
+	cfg.AcceptContentTypes = metadataOnly
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c, err := rest.RESTClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("building the status writer of %s: %w", gvk.Kind, err)
+	}
+	return &Writer{gvk: gvk, mapper: mapper, rest: c}, nil
+}
+
+// Write patches the status of obj from old to new, where old is the status of the version of obj
+// the caller read. obj is not changed. A conflict (the object changed since it was read) comes
+// back as the apiserver's Conflict error.
+func (w *Writer) Write(ctx context.Context, obj client.Object, old, new any) error {
+	resource, err := w.resourceName()
+	if err != nil {
+		return err
+	}
 	patch, err := Patch(obj.GetResourceVersion(), old, new)
 	if err != nil {
 		return err
 	}
-	written := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
-	written.SetGroupVersionKind(gvk)
-	return c.Status().Patch(ctx, written, client.RawPatch(types.MergePatchType, patch))
+	return w.rest.Patch(types.MergePatchType).Namespace(obj.GetNamespace()).Resource(resource).Name(obj.GetName()).
+		SubResource("status").Body(patch).Do(ctx).Error()
+}
+
+func (w *Writer) resourceName() (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.resource == "" {
+		m, err := w.mapper.RESTMapping(w.gvk.GroupKind(), w.gvk.Version)
+		if err != nil {
+			return "", fmt.Errorf("finding the resource of %s: %w (are kiln's CRDs installed?)", w.gvk.Kind, err)
+		}
+		w.resource = m.Resource.Resource
+	}
+	return w.resource, nil
 }
 
 // Patch is the merge patch that turns status old into new on the version resourceVersion.

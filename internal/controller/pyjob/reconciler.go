@@ -43,6 +43,7 @@ import (
 // Reconciler reconciles PyJobs.
 type Reconciler struct {
 	client client.Client
+	status *statuspatch.Writer // set up with the manager
 	// reader reads the apiserver directly: only to tell whose an object is when a create says it
 	// exists but the cache has not seen it.
 	reader client.Reader
@@ -86,6 +87,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {
 		// The gang's group: its state is why the workers wait.
 		b = b.Watches(r.gang.Backend.NewObject(), byLabel)
+	}
+	var err error
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainingv1alpha1.GroupVersion.WithKind("PyJob")); err != nil {
+		return err
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
 }
@@ -271,7 +276,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	// Written over the version read only: a status derived from a stale cached copy would
 	// write (and count) a transition twice. A conflict means a newer version is on its way to
 	// the cache, and its event reconciles again.
-	if err := statuspatch.Write(ctx, r.client, trainingv1alpha1.GroupVersion.WithKind("PyJob"), job, &job.Status, &st); err != nil {
+	if err := r.status.Write(ctx, job, &job.Status, &st); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil
 		}
