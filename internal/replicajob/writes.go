@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
 
 // childWriter creates and deletes a job's pods and services. The engine learns what it wrote
@@ -21,15 +23,11 @@ import (
 // pod, and writing pods and services took half the CPU it takes now.
 type childWriter struct{ core rest.Interface }
 
-// metadataOnly asks for an answer of the object's metadata (the apiserver encodes less too);
-// errors come as a Status in JSON.
-const metadataOnly = runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1," + runtime.ContentTypeJSON
-
 // newChildWriter writes through the manager's connection (cfg and its HTTP client), in protobuf.
 func newChildWriter(cfg *rest.Config, hc *http.Client) (*childWriter, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.APIPath, cfg.GroupVersion = "/api", &corev1.SchemeGroupVersion
-	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, metadataOnly
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, statuspatch.MetadataOnly
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	core, err := rest.RESTClientForConfigAndClient(cfg, hc)
 	if err != nil {

@@ -34,15 +34,15 @@ type Writer struct {
 	resource string // found on the first write
 }
 
-// metadataOnly asks for an answer of the object's metadata, which the writer does not decode;
-// errors come as a Status.
-const metadataOnly = runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1," + runtime.ContentTypeJSON
+// MetadataOnly is the Accept of a write whose answer kiln does not read: the object's metadata
+// only, which the apiserver encodes faster too; errors come as a Status.
+const MetadataOnly = runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1," + runtime.ContentTypeJSON
 
 // NewWriter writes statuses of kind gvk through cfg and its HTTP client hc.
 func NewWriter(cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper, gvk schema.GroupVersionKind) (*Writer, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.APIPath, cfg.GroupVersion = "/apis", &schema.GroupVersion{Group: gvk.Group, Version: gvk.Version}
-	cfg.AcceptContentTypes = metadataOnly
+	cfg.AcceptContentTypes = MetadataOnly
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	c, err := rest.RESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
