@@ -114,10 +114,14 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 		}
 	}
 	if err := devcluster.WaitForWebhooks(ctx, cluster.Client, time.Minute); err != nil {
-		return m, err
+		m.stop()
+		return nil, err
 	}
-	m.startCPU, err = cpuSeconds(cmd.Process.Pid)
-	return m, err
+	if m.startCPU, err = cpuSeconds(cmd.Process.Pid); err != nil {
+		m.stop()
+		return nil, err
+	}
+	return m, nil
 }
 
 // stop sends SIGTERM and waits for a graceful exit (killing it after 30 s).
