@@ -125,9 +125,10 @@ func runManager(args []string) error {
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One processor: kiln's work is a stream of small steps (decode an event, plan a job, send
-		// a request) that seldom use a tenth of a core. With more, the Go scheduler's wake-ups and
-		// spinning threads cost more CPU than the parallelism gives: 2.97 against 2.63 ms per
-		// replica at 1,000 jobs on two cores, for some latency in a burst (README, Performance).
+		// a request), under a tenth of a core on average at 1,000 jobs. With more, the Go
+		// scheduler's wake-ups and spinning threads cost more CPU than the parallelism gives: 2.97
+		// against 2.63 ms per replica at 1,000 jobs on two cores, for some latency in a burst
+		// (README, Performance).
 		runtime.GOMAXPROCS(1)
 	}
 

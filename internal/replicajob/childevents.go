@@ -129,7 +129,9 @@ func (c *ChildEvents) update(old, new any) {
 	o, was := jobChild(old)
 	n, ref := jobChild(new)
 	if was != nil && (ref == nil || was.UID != ref.UID) {
-		c.keep(o, was, false) // no longer that job's
+		// No longer that job's: the job plans again without it.
+		c.keep(o, was, false)
+		c.enqueue(o, was)
 	}
 	if ref == nil {
 		return

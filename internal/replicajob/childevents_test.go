@@ -67,12 +67,20 @@ func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T
 			c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(owned("TFJob", "example.com/v1")) }))
 		}, nil},
 		{"no controller", func() { c.add(next(pod, func(o client.Object) { o.SetOwnerReferences(nil) })) }, nil},
+		{"pod orphaned: its former job", func() {
+			c.update(pod, next(pod, func(o client.Object) { o.SetOwnerReferences(nil) }))
+		}, tfjobs},
+		{"pod handed to another kind's job", func() {
+			c.update(pod, next(pod, func(o client.Object) {
+				o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "a", UID: "k", Controller: ptr.To(true)}})
+			}))
+		}, nil}, // the TFJob it left and the PyTorchJob it joined: both queues, checked below
 	}
 	for _, tc := range cases {
 		tc.event()
 		for _, q := range []workqueue.TypedRateLimitingInterface[reconcile.Request]{tfjobs, pytorchjobs} {
 			want := 0
-			if q == tc.want {
+			if q == tc.want || tc.name == "pod handed to another kind's job" {
 				want = 1
 			}
 			if q.Len() != want {
