@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -11,7 +13,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +25,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 	"github.com/kiln-ml/kiln/internal/stuck"
+	"github.com/kiln-ml/kiln/internal/watchtrim"
 )
 
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
@@ -134,6 +139,23 @@ func (s *sharedLabels) get(rtype, index string) map[string]string {
 		}
 	}
 	return l
+}
+
+// specless are the kinds whose spec and managedFields the cache drops (keepPodStatus,
+// keepServiceMeta): the cache's watches receive them trimmed (watchtrim).
+var specless = []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service")}
+
+// cacheHTTPClient is the cache's connection to the apiserver: cfg's, whose watch events of
+// pods and services come without the spec and managedFields that decoding them would only
+// throw away. It shares cfg's connections (client-go keeps one transport per TLS config).
+func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(watchtrim.Transport(specless...))
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the cache's HTTP client: %w", err)
+	}
+	return c, nil
 }
 
 // readOnly turns off the deep copy of cached objects on every Get and List, for the kinds whose

@@ -148,9 +148,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		// Callers need a bearer token allowed to get the /metrics non-resource URL.
 		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
 	}
+	cacheOpts := cacheOptions(o.Namespaces, frameworks, own[pyJobKind])
+	if cacheOpts.HTTPClient, err = cacheHTTPClient(cfg); err != nil {
+		return nil, err
+	}
 	opts := ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cacheOptions(o.Namespaces, frameworks, own[pyJobKind]),
+		Cache:                         cacheOpts,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.ProbeAddr,
 		PprofBindAddress:              o.PprofAddr,

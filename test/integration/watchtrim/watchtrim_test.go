@@ -1,0 +1,100 @@
+// Package watchtrim watches pods and services of kube-apiserver through watchtrim's transport.
+package watchtrim
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kiln-ml/kiln/internal/watchtrim"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunBare(m, &env)) }
+
+// The apiserver's own watch stream, trimmed, decodes to the objects it stores without their
+// spec and managedFields: the wire form watchtrim expects is the apiserver's.
+func TestTheApiserversPodAndServiceEventsArriveWithoutSpecOrManagedFields(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	ns := env.Namespace(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.Wrap(watchtrim.Transport(corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service")))
+	trimmed, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := trimmed.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pods.Stop()
+	services, err := trimmed.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer services.Stop()
+
+	pod, err := direct.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: "{}"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	if pod, err = direct.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := direct.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.Containers) == 0 || len(pod.ManagedFields) == 0 || len(svc.Spec.Ports) == 0 || len(svc.ManagedFields) == 0 {
+		t.Fatalf("the apiserver stored no spec or managedFields: the test shows nothing")
+	}
+	pod.Spec, pod.ManagedFields = corev1.PodSpec{}, nil
+	svc.Spec, svc.ManagedFields = corev1.ServiceSpec{}, nil
+
+	if got := next(t, pods); got.Type != watch.Added {
+		t.Errorf("first pod event %s, want ADDED", got.Type)
+	}
+	if d := cmp.Diff(pod, next(t, pods).Object); d != "" {
+		t.Errorf("the running pod as watched (-the apiserver's without spec and managedFields +watched):\n%s", d)
+	}
+	if d := cmp.Diff(svc, next(t, services).Object); d != "" {
+		t.Errorf("the service as watched (-the apiserver's without spec and managedFields +watched):\n%s", d)
+	}
+}
+
+func next(t *testing.T, w watch.Interface) watch.Event {
+	t.Helper()
+	select {
+	case e, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("the watch ended")
+		}
+		return e
+	case <-time.After(testenv.Timeout):
+		t.Fatal("no event")
+	}
+	return watch.Event{}
+}
