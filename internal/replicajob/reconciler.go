@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	events, err := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
 	writeErr = errors.Join(writeErr, err)
-	changed := !equality.Semantic.DeepEqual(*job.GetJobStatus(), p.Status)
+	changed := !sameStatus(job.GetJobStatus(), &p.Status)
 	if !changed {
 		r.pending.Delete(req.NamespacedName)
 	} else if wait := r.statusWait(req.NamespacedName, job, pending, p, now); wait > 0 {
