@@ -160,8 +160,9 @@ func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 
 // readOnly turns off the deep copy of cached objects on every Get and List, for the kinds whose
 // readers never change what they read in place: pods and services (kiln reads them and writes
-// objects of its own building), and the kubeflow.org jobs (the engine defaults and plans a deep
-// copy, and writes statuses as patches without touching the job it read). A job's
+// objects of its own building), and the kubeflow.org jobs (the cache defaults them as they arrive,
+// replicajob.DefaultInCache; the engine plans from them and writes statuses as patches without
+// touching the job it read). A job's
 // reconcile reads the job and lists its children every time it runs; at 1,000 jobs the copies
 // were a fifth of the bytes kiln allocated. What a Get or List returns is a shallow copy: its
 // maps, slices and pointers are the cache's, and must not be changed.
@@ -171,7 +172,7 @@ var readOnly = true
 // operator-name label of an enabled kind (DECISIONS #12), batch Jobs, claims and ConfigMaps only
 // when they carry a PyJob's name, no managedFields on anything, and pods and services without the specs
 // kiln never reads.
-func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool) cache.Options {
+func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool, cleanPodPolicy kubeflowv1.CleanPodPolicy) cache.Options {
 	names := make([]string, 0, len(frameworks)+1)
 	for _, fw := range frameworks {
 		names = append(names, fw.ControllerName)
@@ -205,7 +206,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
 	for _, fw := range frameworks {
-		opts.ByObject[fw.NewJob()] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
+		opts.ByObject[fw.NewJob()] = cache.ByObject{Transform: replicajob.DefaultInCache(fw, cleanPodPolicy), UnsafeDisableDeepCopy: &readOnly}
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

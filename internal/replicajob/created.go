@@ -37,10 +37,8 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	// What the job's first reconcile would write but for what its pods do: Created, startTime and
 	// replica counts of zero (so that reconcile has nothing to add until a pod runs).
-	desired := job.DeepCopyObject().(framework.Job)
-	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
 	now := metav1.NewTime(r.clock.Now())
-	p := &planner{fw: r.fw, job: desired, now: now, plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}}
+	p := &planner{fw: r.fw, job: job, now: now, plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}}
 	setCondition(&p.plan.Status, kubeflowv1.JobCondition{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue,
 		Reason: r.fw.Kind + "Created", Message: createdMessage(r.fw, job.GetName())}, now)
 	if p.plan.Status.StartTime == nil && !isSuspended(job) {

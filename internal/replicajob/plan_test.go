@@ -100,11 +100,16 @@ func (w *world) service(name string) *corev1.Service {
 	return nil
 }
 
+// plan plans the world's job, which it must not change: the engine plans the cache's own copy.
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
+	read := w.job.DeepCopyObject()
 	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Carried: w.carried})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d := cmp.Diff(read, w.job); d != "" {
+		t.Errorf("plan changed the job it read (-before +after):\n%s", d)
 	}
 	return p
 }

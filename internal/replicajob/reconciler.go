@@ -141,15 +141,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 
-	desired := job.DeepCopyObject().(framework.Job)
-	Default(r.fw, desired, r.opts.DefaultCleanPodPolicy)
 	pending := r.pendingOf(req.NamespacedName, job)
 	var carried map[string]int32
 	if v, ok := r.carried.Load(req.NamespacedName); ok && v.(carriedRestarts).uid == job.GetUID() {
 		carried = v.(carriedRestarts).counts
 	}
-	g, gangErr := r.syncGroup(ctx, desired, job.GetJobStatus())
-	p, err := plan(r.fw, desired, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
+	g, gangErr := r.syncGroup(ctx, job, job.GetJobStatus())
+	p, err := plan(r.fw, job, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
 		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: r.refusedOf(req.NamespacedName, job)})
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
