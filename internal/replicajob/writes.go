@@ -37,13 +37,13 @@ func newChildWriter(cfg *rest.Config, hc *http.Client) (*childWriter, error) {
 }
 
 func (w *childWriter) create(ctx context.Context, o client.Object) error {
-	return w.core.Post().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Body(o).Do(ctx).Error()
+	return statuspatch.Send(ctx, w.core.Post().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Body(o))
 }
 
 // delete deletes o if it is still the object of that UID, its dependents in the background.
 func (w *childWriter) delete(ctx context.Context, o client.Object) error {
 	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(o.GetUID())}, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-	return w.core.Delete().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Name(o.GetName()).Body(opts).Do(ctx).Error()
+	return statuspatch.Send(ctx, w.core.Delete().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Name(o.GetName()).Body(opts))
 }
 
 func resourceOf(o client.Object) string {

@@ -1,5 +1,6 @@
-// Package watchtrim watches pods and services of kube-apiserver through watchtrim's transport.
-package watchtrim
+// Package wire runs kiln's own ways of talking to the apiserver against kube-apiserver: the
+// trimmed watches (watchtrim) and the writes whose answers are not read (statuspatch.Send).
+package wire
 
 import (
 	"context"
@@ -9,12 +10,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/watchtrim"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -53,7 +59,7 @@ func TestTheApiserversPodAndServiceEventsArriveWithoutSpecOrManagedFields(t *tes
 
 	pod, err := direct.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: "{}"}}}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i", Env: []corev1.EnvVar{{Name: "TF_CONFIG", Value: "{}"}}}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +103,48 @@ func next(t *testing.T, w watch.Interface) watch.Event {
 		t.Fatal("no event")
 	}
 	return watch.Event{}
+}
+
+// Writes sent without reading their answers fail as they would with Do: the engine tells a
+// replaced object (a conflict), a deleted one and a name taken by another apart by the error.
+func TestSentWritesComeBackWithTheApiserversErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	ns := env.Namespace(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.APIPath, cfg.GroupVersion = "/api", &corev1.SchemeGroupVersion
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, statuspatch.MetadataOnly
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	core, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+	create := func() error { return statuspatch.Send(ctx, core.Post().Namespace(ns).Resource("pods").Body(pod)) }
+	del := func(uid string) error {
+		opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID(uid))}}
+		return statuspatch.Send(ctx, core.Delete().Namespace(ns).Resource("pods").Name("p").Body(opts))
+	}
+	if err := create(); err != nil {
+		t.Fatalf("creating: %v", err)
+	}
+	created := &corev1.Pod{}
+	env.Await(t, ns, "p", created)
+	for what, c := range map[string]struct {
+		err  error
+		want func(error) bool
+	}{
+		"creating it again":            {create(), apierrors.IsAlreadyExists},
+		"deleting another of its name": {del("not-its-uid"), apierrors.IsConflict},
+	} {
+		if !c.want(c.err) {
+			t.Errorf("%s: got %v (%T), want the apiserver's error", what, c.err, c.err)
+		}
+	}
+	if err := del(string(created.UID)); err != nil {
+		t.Fatalf("deleting: %v", err)
+	}
+	if err := del(string(created.UID)); !apierrors.IsNotFound(err) {
+		t.Errorf("deleting it again: got %v, want NotFound", err)
+	}
 }
