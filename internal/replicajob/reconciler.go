@@ -324,7 +324,7 @@ func ManagedByKiln(job framework.Job) bool {
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
 	read := job.GetResourceVersion()
 	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
-	err := r.status.Write(ctx, job, job.GetJobStatus(), &status)
+	err := r.status.Write(ctx, job, &status)
 	end(err)
 	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)

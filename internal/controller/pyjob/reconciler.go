@@ -276,7 +276,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	// Written over the version read only: a status derived from a stale cached copy would
 	// write (and count) a transition twice. A conflict means a newer version is on its way to
 	// the cache, and its event reconciles again.
-	if err := r.status.Write(ctx, job, &job.Status, &st); err != nil {
+	if err := r.status.Write(ctx, job, &st); err != nil {
 		if apierrors.IsConflict(err) {
 			return nil
 		}

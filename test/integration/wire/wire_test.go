@@ -1,5 +1,6 @@
 // Package wire runs kiln's own ways of talking to the apiserver against kube-apiserver: the
-// trimmed watches (watchtrim) and the writes whose answers are not read (statuspatch.Send).
+// trimmed watches (watchtrim), the writes whose answers are not read (statuspatch.Send) and the
+// status writes (statuspatch.Writer).
 package wire
 
 import (
@@ -19,15 +20,18 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/watchtrim"
+	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunBare(m, &env)) }
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
 
 // The apiserver's own watch stream, trimmed, decodes to the objects it stores without their
 // spec and managedFields: the wire form watchtrim expects is the apiserver's.
@@ -146,5 +150,50 @@ func TestSentWritesComeBackWithTheApiserversErrors(t *testing.T) {
 	}
 	if err := del(string(created.UID)); !apierrors.IsNotFound(err) {
 		t.Errorf("deleting it again: got %v, want NotFound", err)
+	}
+}
+
+// A status write sets the status the writer planned, and only on the version it read.
+func TestStatusWritesSetTheStatusOnlyOnTheVersionRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	ns := env.Namespace(t)
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := statuspatch.NewWriter(env.Config, hc, env.Client.RESTMapper(), kubeflowv1.GroupVersion.WithKind("TFJob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := builder.TFJob("j", ns).Replicas("Worker", 1).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	first := kubeflowv1.JobStatus{ReplicaStatuses: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus{"Worker": {Active: 1}},
+		Conditions: []kubeflowv1.JobCondition{{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue, Reason: "TFJobCreated"}}}
+	if err := w.Write(ctx, job, &first); err != nil {
+		t.Fatalf("writing on the version read: %v", err)
+	}
+	// job is still the version read before the write.
+	if err := w.Write(ctx, job, &kubeflowv1.JobStatus{}); !apierrors.IsConflict(err) {
+		t.Errorf("writing on a version since changed: got %v, want Conflict", err)
+	}
+	got := &kubeflowv1.TFJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	second := kubeflowv1.JobStatus{Conditions: first.Conditions} // no replica statuses any more
+	if err := w.Write(ctx, got, &second); err != nil {
+		t.Fatalf("writing on the version read: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(second, got.Status); d != "" {
+		t.Errorf("status (-written +stored):\n%s", d)
+	}
+	if d := cmp.Diff(job.GetReplicaSpecs(), got.GetReplicaSpecs()); d != "" {
+		t.Errorf("the status write changed the spec (-created +stored):\n%s", d)
 	}
 }
