@@ -6,7 +6,6 @@ package devcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -187,43 +186,16 @@ func (c *Cluster) DeleteIn(workDir, toolsDir string) error {
 	return c.Delete()
 }
 
-// Delete stops the cluster's processes and removes its state, and returns once the processes
-// are gone. It is safe to call twice. (kwokctl delete can return while kube-apiserver still
-// shuts down on its port; the next cluster was given the same port, kwokctl counting down from
-// 32767, and its clients reached the old apiserver: "x509: certificate signed by unknown
-// authority" between two make bench rounds.)
+// Delete stops the cluster's processes and removes its state. It is safe to call twice.
 func (c *Cluster) Delete() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := os.Stat(filepath.Join(c.opts.WorkDir, "clusters", c.Name)); os.IsNotExist(err) {
 		return nil
 	}
-	var pids []int
-	for _, name := range c.componentNames() {
-		if pid, err := c.ComponentPID(name); err == nil {
-			pids = append(pids, pid)
-		}
-	}
 	err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)
-	for _, pid := range pids {
-		if running(pid) {
-			if stopErr := stop(ctx, pid); stopErr != nil {
-				err = errors.Join(err, fmt.Errorf("stopping process %d of cluster %s: %w", pid, c.Name, stopErr))
-			}
-		}
-	}
 	_ = os.Remove(filepath.Join(c.opts.WorkDir, "clusters", c.Name+".merged-kubeconfig"))
 	return err
-}
-
-// componentNames are the processes kwokctl keeps a pid file of for the cluster.
-func (c *Cluster) componentNames() []string {
-	files, _ := filepath.Glob(filepath.Join(c.opts.WorkDir, "clusters", c.Name, "pids", "*.pid"))
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), ".pid")
-	}
-	return names
 }
 
 func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
