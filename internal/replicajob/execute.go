@@ -37,7 +37,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	del := func(kind string, objs []client.Object) {
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
-			ctx, end := tracing.Start(ctx, "delete "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
+			ctx, end := tracing.Start(ctx, "delete "+kind, kind, o.GetNamespace(), o.GetName())
 			err := r.writes.delete(ctx, o)
 			end(err)
 			if err != nil {
@@ -54,7 +54,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 	create := func(kind string, objs []client.Object) {
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
-			ctx, end := tracing.Start(ctx, "create "+kind, tracing.Object(kind, o.GetNamespace(), o.GetName())...)
+			ctx, end := tracing.Start(ctx, "create "+kind, kind, o.GetNamespace(), o.GetName())
 			err := r.writes.create(ctx, o)
 			end(err)
 			if err != nil {
@@ -82,7 +82,7 @@ func (r *Reconciler) markRestart(ctx context.Context, m restartMark) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
 		AnnotationRestarts, strconv.Itoa(int(m.Restarts)), AnnotationRestartedPod, m.PodUID)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Service.Name, Namespace: m.Service.Namespace}}
-	ctx, end := tracing.Start(ctx, "patch Service", tracing.Object("Service", svc.Namespace, svc.Name)...)
+	ctx, end := tracing.Start(ctx, "patch Service", "Service", svc.Namespace, svc.Name)
 	err := r.client.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch)))
 	end(err)
 	if err != nil {

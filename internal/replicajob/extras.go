@@ -61,7 +61,7 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 	}
 	for _, e := range extras {
 		o := e.Object
-		ctx, end := tracing.Start(ctx, "sync "+fmt.Sprintf("%T", o), tracing.Object(r.fw.Kind, job.GetNamespace(), o.GetName())...)
+		ctx, end := tracing.Start(ctx, "sync "+fmt.Sprintf("%T", o), r.fw.Kind, job.GetNamespace(), o.GetName())
 		var err error
 		if e.Wanted {
 			err = r.client.Patch(ctx, o, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
@@ -113,7 +113,7 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Pl
 	}
 	for _, s := range secrets {
 		r.own(s, job)
-		ctx, end := tracing.Start(ctx, "create Secret", tracing.Object(r.fw.Kind, job.GetNamespace(), s.Name)...)
+		ctx, end := tracing.Start(ctx, "create Secret", r.fw.Kind, job.GetNamespace(), s.Name)
 		err := r.client.Create(ctx, s)
 		end(err)
 		if err != nil && !apierrors.IsAlreadyExists(err) {

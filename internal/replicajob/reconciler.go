@@ -115,7 +115,7 @@ func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRe
 
 // Reconcile brings one job's pods, services and status in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
-	ctx, end := tracing.Start(ctx, "Reconcile "+r.fw.Kind, tracing.Object(r.fw.Kind, req.Namespace, req.Name)...)
+	ctx, end := tracing.Start(ctx, "Reconcile "+r.fw.Kind, r.fw.Kind, req.Namespace, req.Name)
 	defer func() { end(err) }()
 	job := r.fw.NewJob()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
@@ -323,7 +323,7 @@ func ManagedByKiln(job framework.Job) bool {
 // say, recreate the pods of a job this write just finished.
 func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, job framework.Job, status kubeflowv1.JobStatus) error {
 	read := job.GetResourceVersion()
-	ctx, end := tracing.Start(ctx, "patch status", tracing.Object(r.fw.Kind, job.GetNamespace(), job.GetName())...)
+	ctx, end := tracing.Start(ctx, "patch status", r.fw.Kind, job.GetNamespace(), job.GetName())
 	err := r.status.Write(ctx, job, &status)
 	end(err)
 	if err != nil {

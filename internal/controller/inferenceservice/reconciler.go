@@ -147,7 +147,7 @@ func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []
 // writes the status. Every read is from a cache but one: a look for a same-named object before
 // kiln creates one.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
-	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", tracing.Object("InferenceService", req.Namespace, req.Name)...)
+	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
 	isvc := &servingv1alpha1.InferenceService{}
 	if err := r.client.Get(ctx, req.NamespacedName, isvc); err != nil || isvc.DeletionTimestamp != nil {

@@ -98,7 +98,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // Reconcile creates what the PyJob needs, keeps the Job's changeable fields in line, writes the
 // status and deletes the PyJob once its TTL after finishing ran out.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
-	ctx, end := tracing.Start(ctx, "Reconcile PyJob", tracing.Object("PyJob", req.Namespace, req.Name)...)
+	ctx, end := tracing.Start(ctx, "Reconcile PyJob", "PyJob", req.Namespace, req.Name)
 	defer func() { end(err) }()
 	var job trainingv1alpha1.PyJob
 	if err := r.client.Get(ctx, req.NamespacedName, &job); err != nil || job.DeletionTimestamp != nil {
