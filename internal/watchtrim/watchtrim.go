@@ -13,12 +13,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 )
 
 // The protobuf field numbers this package reads, from the generated.proto files of
@@ -36,6 +38,10 @@ const (
 	objectSpec      = 2  // spec of Pod and Service
 	managedFields   = 17 // metav1.ObjectMeta.managedFields
 )
+
+// maxEvent is the largest event client-go's streaming decoder takes; it fails the watch on a
+// larger one, and so does the reader, before holding it in memory.
+const maxEvent = 16 << 20
 
 // envelope starts every object the apiserver encodes as protobuf; a runtime.Unknown follows.
 var envelope = []byte{0x6b, 0x38, 0x73, 0x00}
@@ -106,6 +112,9 @@ func (r *reader) next() error {
 		return err
 	}
 	n := int(binary.BigEndian.Uint32(r.size[:]))
+	if n > maxEvent {
+		return fmt.Errorf("a watch event of %d bytes: %w", n, streaming.ErrObjectTooLarge)
+	}
 	if cap(r.in) < n {
 		r.in = make([]byte, n)
 	}

@@ -216,6 +216,14 @@ func TestAStreamCutInsideAnEventEndsUnexpectedly(t *testing.T) {
 	}
 }
 
+func TestAnEventLargerThanClientGoTakesFailsTheWatchBeforeItIsRead(t *testing.T) {
+	header := binary.BigEndian.AppendUint32(nil, 1<<30)
+	_, err := io.ReadAll(through(t, watchContentType, header, nil))
+	if !errors.Is(err, streaming.ErrObjectTooLarge) {
+		t.Errorf("got %v, want streaming.ErrObjectTooLarge", err)
+	}
+}
+
 // BenchmarkDecodePodEvents is what client-go spends on each event of a stream of testPod, as
 // the apiserver sends it and trimmed.
 func BenchmarkDecodePodEvents(b *testing.B) {
