@@ -2,6 +2,7 @@ package manager
 
 import (
 	"maps"
+	"net/http"
 	"reflect"
 	"strconv"
 	"testing"
@@ -9,9 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 )
 
@@ -126,5 +130,36 @@ func TestKeepPodStatusIsIdempotent(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, twice); diff != "" {
 		t.Errorf("slimmed twice (-want +got):\n%s", diff)
+	}
+}
+
+// The cache's HTTP client (watchtrim's) goes through the manager's connections: client-go keeps
+// one transport per TLS configuration, whatever wraps it.
+func TestTheCacheSharesTheManagersConnections(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	cfg.Wrap(metrics.CountRequests)
+	managers, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caches, err := cacheHTTPClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := innermost(managers.Transport), innermost(caches.Transport); a != b {
+		t.Errorf("the cache's transport %T %p is not the manager's %T %p", b, b, a, a)
+	}
+	if innermost(caches.Transport) == caches.Transport {
+		t.Error("the cache's client has no wrappers: watchtrim is missing")
+	}
+}
+
+func innermost(rt http.RoundTripper) http.RoundTripper {
+	for {
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			return rt
+		}
+		rt = w.WrappedRoundTripper()
 	}
 }

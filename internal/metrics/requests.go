@@ -17,16 +17,17 @@ var APIRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 func init() { crmetrics.Registry.MustRegister(APIRequests) }
 
 // CountRequests wraps a client transport to count every request in APIRequests.
-func CountRequests(next http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		APIRequests.WithLabelValues(req.Method, Resource(req.URL.Path)).Inc()
-		return next.RoundTrip(req)
-	})
+func CountRequests(next http.RoundTripper) http.RoundTripper { return &counter{next: next} }
+
+type counter struct{ next http.RoundTripper }
+
+func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
+	APIRequests.WithLabelValues(req.Method, Resource(req.URL.Path)).Inc()
+	return c.next.RoundTrip(req)
 }
 
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+// WrappedRoundTripper is the round tripper it wraps (k8s.io/apimachinery/pkg/util/net.RoundTripperWrapper).
+func (c *counter) WrappedRoundTripper() http.RoundTripper { return c.next }
 
 // Resource is the resource (and subresource) an API path names: /api/v1/namespaces/ns/pods/p
 // is "pods", /apis/kubeflow.org/v1/namespaces/ns/tfjobs/j/status is "tfjobs/status".
