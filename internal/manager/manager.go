@@ -183,7 +183,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {
 		return nil, err
 	}
-	children := replicajob.NewChildEvents(mgr.GetCache())
+	children := replicajob.NewChildEvents(mgr.GetCache(), engine.ChildEventBatch)
 	for _, fw := range frameworks {
 		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 		if err := r.SetupWithManager(mgr, o.Workers, children); err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,8 @@ import (
 // ChildEvents hands each event of kiln's pods and services to the queue of the job kind that
 // controls the object, through one handler per informer. With a watch per kind, each of the six
 // kinds' controllers was woken for every event of every kiln pod, five of them for nothing.
-// Updates that change nothing the cache keeps are dropped (see sameButVersion).
+// Updates that change nothing the cache keeps are dropped (see sameButVersion), and the events
+// of one job's children are gathered for a batch period before the job is planned again.
 //
 // It also keeps each job's children, as the events have shown them, for the reconciles to read
 // (Of): listing them from the cache copied every pod into the list, on every reconcile. A
@@ -33,6 +35,7 @@ import (
 // shared, and read only.
 type ChildEvents struct {
 	cache cache.Cache
+	batch time.Duration
 
 	mu       sync.RWMutex
 	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request] // by job kind
@@ -46,9 +49,13 @@ type family struct {
 	services map[types.UID]*corev1.Service
 }
 
-// NewChildEvents routes the events of the pods and services in c.
-func NewChildEvents(c cache.Cache) *ChildEvents {
-	return &ChildEvents{cache: c, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}, families: map[types.UID]*family{}}
+// NewChildEvents routes the events of the pods and services in c. A job is planned batch after
+// the first event of its children that it has not been planned for, with every event seen by
+// then: a job's pods are created, start and finish close together, and each of those events
+// alone would plan the whole job again (as the Kubernetes Job controller batches its pods'
+// events for a second). 0: at once.
+func NewChildEvents(c cache.Cache, batch time.Duration) *ChildEvents {
+	return &ChildEvents{cache: c, batch: batch, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}, families: map[types.UID]*family{}}
 }
 
 // Of returns the pods and services the job of that UID controls, sorted by name.
@@ -197,13 +204,20 @@ func (c *ChildEvents) keep(o client.Object, ref *metav1.OwnerReference, there bo
 	}
 }
 
-// enqueue adds the job ref names to its kind's queue.
+// enqueue adds the job ref names to its kind's queue, to be planned one batch from now unless
+// it is already due sooner.
 func (c *ChildEvents) enqueue(o client.Object, ref *metav1.OwnerReference) {
 	c.mu.RLock()
 	q := c.queues[ref.Kind]
 	c.mu.RUnlock()
-	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}})
+	if q == nil {
+		return
+	}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}
+	if c.batch > 0 {
+		q.AddAfter(req, c.batch)
+	} else {
+		q.Add(req)
 	}
 }
 

@@ -3,19 +3,21 @@ package replicajob
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T) {
-	c := NewChildEvents(nil)
+	c := NewChildEvents(nil, 0)
 	queue := func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	}
@@ -102,7 +104,7 @@ func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T
 }
 
 func TestChildEventsKeepEachJobsChildren(t *testing.T) {
-	c := NewChildEvents(nil)
+	c := NewChildEvents(nil, 0)
 	owner := func(uid types.UID) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "a", UID: uid, Controller: ptr.To(true)}}
 	}
@@ -153,4 +155,57 @@ func TestChildEventsKeepEachJobsChildren(t *testing.T) {
 	if _, ok := c.families["k"]; ok {
 		t.Error("a job without children is still kept")
 	}
+}
+
+func TestChildEventsOfOneJobWithinABatchPlanItOnce(t *testing.T) {
+	const batch = 500 * time.Millisecond
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
+	defer q.ShutDown()
+	c := NewChildEvents(nil, batch)
+	c.queues["TFJob"] = q
+	owner := []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "a", UID: "j", Controller: ptr.To(true)}}
+	pod := func(name string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), OwnerReferences: owner},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
+	// waitFor is how many requests the queue holds once its clock's due items have moved in.
+	waitFor := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for q.Len() != want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if q.Len() != want {
+			t.Fatalf("%d requests in the queue, want %d", q.Len(), want)
+		}
+	}
+
+	c.add(pod("a-worker-0", corev1.PodPending))
+	clk.Step(batch / 2)
+	c.add(pod("a-worker-1", corev1.PodPending))
+	c.update(pod("a-worker-0", corev1.PodPending), pod("a-worker-0", corev1.PodRunning))
+	clk.Step(batch/2 - time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // time for the queue to move a due request, were one due
+	if q.Len() != 0 {
+		t.Fatalf("the job was queued %v after its first child's event, before the batch of %v ended", batch-time.Millisecond, batch)
+	}
+	clk.Step(time.Millisecond)
+	waitFor(1)
+	got, _ := q.Get()
+	if want := (reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}}); got != want {
+		t.Errorf("queued %v, want %v", got, want)
+	}
+	q.Done(got)
+	clk.Step(batch)
+	time.Sleep(20 * time.Millisecond)
+	if q.Len() != 0 {
+		t.Errorf("the three events of one batch queued the job %d more times", q.Len())
+	}
+
+	// An event after the job was planned starts a new batch.
+	c.delete(pod("a-worker-1", corev1.PodPending))
+	clk.Step(batch)
+	waitFor(1)
 }

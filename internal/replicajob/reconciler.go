@@ -48,6 +48,9 @@ type Options struct {
 	// first seen, replica counts alone ten intervals after; a new job's Created and its finishing
 	// at once. Changes seen meanwhile join the same write. 0 writes every change at once.
 	StatusInterval time.Duration
+	// ChildEventBatch is how long the events of a job's pods and services are gathered before the
+	// job is planned again (see NewChildEvents); 0 plans at every event.
+	ChildEventBatch time.Duration
 	// DefaultNetworkPolicy is the network policy of jobs that do not choose one
 	// (netpol.Isolated or netpol.None; "" is none).
 	DefaultNetworkPolicy string
