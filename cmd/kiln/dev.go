@@ -73,7 +73,7 @@ func runDev(args []string) error {
 	}
 	opts, err := devcluster.LocalWebhooks(manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4,
-		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 32, StatusInterval: time.Second, ChildEventBatch: 500 * time.Millisecond},
+		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 32, StatusInterval: time.Second, ChildEventBatch: replicajob.DefaultChildEventBatch},
 	}, webhookAddr, time.Minute)
 	if err != nil {
 		return err

@@ -266,7 +266,7 @@ func OnInterrupt(teardown func()) func() {
 func ManagerOptions() manager.Options {
 	return manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, SkipNameValidation: true,
-		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 16, StatusInterval: time.Second, ChildEventBatch: 500 * time.Millisecond},
+		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 16, StatusInterval: time.Second, ChildEventBatch: replicajob.DefaultChildEventBatch},
 	}
 }
 
