@@ -122,15 +122,14 @@ func runManager(args []string) error {
 	ctrl.SetLogger(logs.New(nil))
 	if os.Getenv("GOGC") == "" {
 		// Half the default heap headroom: a controller's live heap is mostly its cache, and the
-		// extra GC work is cheap next to a smaller footprint (see README, Performance).
+		// extra GC work is cheap next to a smaller footprint (docs/performance.md).
 		debug.SetGCPercent(50)
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One processor: kiln's work is a stream of small steps (decode an event, plan a job, send
-		// a request), under a tenth of a core on average at 1,000 jobs. With more, the Go
-		// scheduler's wake-ups and spinning threads cost more CPU than the parallelism gives: 2.97
-		// against 2.63 ms per replica at 1,000 jobs on two cores, for some latency in a burst
-		// (README, Performance).
+		// a request), a small part of a core on average. With more, the Go scheduler's wake-ups
+		// and spinning threads cost more CPU than the parallelism gives, for some latency in a
+		// burst (measured in docs/performance.md).
 		runtime.GOMAXPROCS(1)
 	}
 
