@@ -7,6 +7,8 @@
 package gang
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +52,23 @@ type Policy struct {
 	PriorityClass          string
 	ScheduleTimeoutSeconds *int32
 }
+
+// GroupName is the group of the job of that kind and name: "<job>-<kind>" in lower case, so jobs
+// of different kinds may share a name (a TFJob and a PyTorchJob "mnist" each have a group of
+// their own). A name longer than a label value allows (coscheduling puts it in a pod label) is
+// cut and ends in a digest of the whole, so it stays unique.
+func GroupName(job, kind string) string {
+	name := job + "-" + strings.ToLower(kind)
+	if len(name) <= maxGroupName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	return strings.TrimRight(name[:maxGroupName-len(suffix)], "-.") + suffix
+}
+
+// maxGroupName is the longest label value.
+const maxGroupName = 63
 
 // NewGroup builds the group of a job's pods (in the order the job creates them) under policy
 // (nil: the defaults).

@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 )
 
@@ -136,5 +138,19 @@ func TestSchedulerPluginsMatchesKubeflow(t *testing.T) {
 func TestNotInstalledSaysWhatToDo(t *testing.T) {
 	if got, want := NotInstalled(Volcano{}), "gang scheduling with volcano needs podgroups scheduling.volcano.sh/v1beta1, which this cluster does not serve: install it, or run kiln with another --gang-scheduler-name (none turns gang scheduling off); no pods are created meanwhile"; got != want {
 		t.Errorf("%q\nwant %q", got, want)
+	}
+}
+
+func TestGroupNameIsTheJobsAndItsKindsAndFitsALabel(t *testing.T) {
+	if got := GroupName("mnist", "PyTorchJob"); got != "mnist-pytorchjob" {
+		t.Errorf("GroupName = %q, want mnist-pytorchjob", got)
+	}
+	long := strings.Repeat("a", 60)
+	a, b := GroupName(long+"x", "TFJob"), GroupName(long+"y", "TFJob")
+	if len(a) > 63 || len(b) > 63 || a == b {
+		t.Errorf("long names %q and %q: want distinct names of at most 63 characters", a, b)
+	}
+	if errs := validation.IsValidLabelValue(a); len(errs) > 0 {
+		t.Errorf("%q is no label value: %v", a, errs)
 	}
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/owned"
 )
 
 // Keeper keeps the groups of one controller's jobs: each applied when it is missing or what it
@@ -54,14 +58,18 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 		waiting := k.Backend.Waiting(seen)
 		return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
 	}
-	err = k.Client.Patch(ctx, group, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
+	parent, kit := k.parentOf(group)
+	err = kit.Apply(ctx, parent, group)
 	switch {
+	case owned.AsConflict(err) != nil:
+		// Never taken over: a group of that name that is not this job's (one made by hand).
+		return State{Waiting: owned.AsConflict(err).Error()}, nil
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
 		return State{Waiting: NotInstalled(k.Backend)}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		// Refused for what the job asks (a priority class that does not exist, say): the job says
 		// so, and is retried with backoff should the cluster change.
-		return State{Waiting: fmt.Sprintf("its %s was refused: %v", kind, err)}, fmt.Errorf("applying %s %s: %w", kind, key, err)
+		return State{Waiting: fmt.Sprintf("its %s was refused: %s", kind, apiMessage(err))}, err
 	case err != nil:
 		return State{}, fmt.Errorf("applying %s %s: %w", kind, key, err)
 	}
@@ -75,19 +83,40 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 	return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || (getErr == nil && waiting == "")}, nil
 }
 
-// Remove deletes a job's group, once per change of what it would be built into.
+// Remove deletes a job's group, once per change of what it would be built into; a group of that
+// name the job does not control is left alone.
 func (k *Keeper) Remove(ctx context.Context, group client.Object) error {
 	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
 	sum, err := digest(group, false)
 	if err != nil || k.was(key, sum) {
 		return err
 	}
-	err = client.IgnoreNotFound(k.Client.Delete(ctx, group))
-	if err != nil && !meta.IsNoMatchError(err) {
+	parent, kit := k.parentOf(group)
+	if err := kit.Delete(ctx, parent, group); err != nil && !meta.IsNoMatchError(err) {
 		return fmt.Errorf("deleting %s %s: %w", k.Backend.GroupKind().Kind, key, err)
 	}
 	k.synced.Store(key, sum)
 	return nil
+}
+
+// apiMessage is what the apiserver said of err, without what wraps it.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// parentOf is the job that controls group (its controller reference), and the kit that writes
+// the job's group: the cache holds every group, so it is all that is read.
+func (k *Keeper) parentOf(group client.Object) (client.Object, owned.Kit) {
+	parent := &metav1.PartialObjectMetadata{}
+	kind := "job"
+	if ref := metav1.GetControllerOf(group); ref != nil {
+		parent.Name, parent.UID, kind = ref.Name, ref.UID, ref.Kind
+	}
+	return parent, owned.Kit{Client: k.Client, FieldOwner: k.FieldOwner, ParentKind: kind}
 }
 
 // Forget drops what is known of a deleted job's group.

@@ -185,7 +185,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	children := replicajob.NewChildEvents(mgr.GetCache(), engine.ChildEventBatch)
 	for _, fw := range frameworks {
-		r := replicajob.NewReconciler(mgr.GetClient(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
+		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 		if err := r.SetupWithManager(mgr, o.Workers, children); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
@@ -198,7 +198,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if own[inferenceServiceKind] {
-		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, servingOptions(o))
+		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}

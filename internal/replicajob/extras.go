@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -18,11 +17,12 @@ import (
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
-// Extras are applied and deleted; Secrets only ever created (never read: see Framework.Secrets).
-// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=create;patch;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch;delete
+// Extras are read (whose they are) before they are applied or deleted; Secrets only ever created
+// (never read: see Framework.Secrets).
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;patch;delete
 
 // fieldManager owns the fields kiln applies to a job's extras (the InferenceService controller's
 // manager has the same name: both are kiln).
@@ -31,7 +31,8 @@ const fieldManager = "kiln"
 // syncExtras applies the framework's extras of a job when what they are built into differs from
 // what this process last applied for the job (so a running job whose extras stay the same costs
 // no request per reconcile; a restart syncs every job once). An extra's Wanted turning false
-// deletes it.
+// deletes it. Both go through owned.Kit: an object of an extra's name that the job does not
+// control is neither taken over nor deleted, and comes back as an *owned.Conflict.
 func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan) error {
 	var extras []framework.Extra
 	if r.fw.Extras != nil {
@@ -60,17 +61,14 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 		return nil
 	}
 	for _, e := range extras {
-		o := e.Object
-		ctx, end := tracing.Start(ctx, "sync "+fmt.Sprintf("%T", o), r.fw.Kind, job.GetNamespace(), o.GetName())
 		var err error
 		if e.Wanted {
-			err = r.client.Patch(ctx, o, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership) //nolint:staticcheck // typed apply of a built object
+			err = r.kit.Apply(ctx, job, e.Object)
 		} else {
-			err = client.IgnoreNotFound(r.client.Delete(ctx, o))
+			err = r.kit.Delete(ctx, job, e.Object)
 		}
-		end(err)
 		if err != nil {
-			return fmt.Errorf("syncing %s %s of %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), r.fw.Kind, job.GetName(), err)
+			return err
 		}
 	}
 	r.extrasSynced.Store(name, synced)

@@ -30,7 +30,7 @@ func withGang(fw framework.Framework, b gang.Backend) framework.Framework {
 			return err
 		}
 		if ganged(job) {
-			b.Decorate(t, job.GetName(), strings.ToLower(string(rtype)))
+			b.Decorate(t, gang.GroupName(job.GetName(), fw.Kind), strings.ToLower(string(rtype)))
 		}
 		return nil
 	}
@@ -56,7 +56,7 @@ func group(fw framework.Framework, job framework.Job) gang.Group {
 		policy = &gang.Policy{MinAvailable: sp.MinAvailable, Queue: sp.Queue, MinResources: sp.MinResources,
 			PriorityClass: sp.PriorityClass, ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
 	}
-	return gang.NewGroup(job.GetName(), job.GetNamespace(), policy, pods)
+	return gang.NewGroup(gang.GroupName(job.GetName(), fw.Kind), job.GetNamespace(), policy, pods)
 }
 
 // syncGroup keeps a ganged job's group (see gang.Keeper): there while the job runs, deleted

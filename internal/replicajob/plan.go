@@ -97,6 +97,8 @@ type Inputs struct {
 	HoldPods    bool
 	// Refused is why the apiserver last refused to create the job's pods ("": it did not).
 	Refused string
+	// Conflict says which object in the way of the job's extras holds its pods ("": none).
+	Conflict string
 }
 
 // plan decides one reconcile of a defaulted job from what it sees now.
@@ -177,6 +179,9 @@ func (p *planner) sayWhyItWaits() {
 		var why []string
 		if p.in.GangWaiting != "" {
 			why = append(why, p.in.GangWaiting)
+		}
+		if p.in.Conflict != "" {
+			why = append(why, strings.TrimSuffix(p.in.Conflict, "."))
 		}
 		if p.in.Refused != "" {
 			why = append(why, "pods cannot be created: "+strings.TrimSuffix(p.in.Refused, ".")+"; kiln retries until the quota or policy allows them")

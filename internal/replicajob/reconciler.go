@@ -27,13 +27,14 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // DefaultChildEventBatch is Options.ChildEventBatch unless the operator sets it
-// (--child-event-batch): half a second gathered as much as the Kubernetes Job controller's second
-// in the benchmark's bursts (README, Performance).
+// (--child-event-batch): half the Kubernetes Job controller's second, which gathered as many
+// events per job in the benchmark's bursts (docs/performance.md).
 const DefaultChildEventBatch = 500 * time.Millisecond
 
 // expectationsRecheck is how soon a job waiting for the cache to catch up is looked at again,
@@ -64,6 +65,7 @@ type Options struct {
 // Reconciler reconciles the jobs of one framework.
 type Reconciler struct {
 	client   client.Client
+	kit      owned.Kit           // writes the extras
 	writes   *childWriter        // set up with the manager
 	status   *statuspatch.Writer // set up with the manager
 	kids     *ChildEvents        // set up with the manager: the pods and services of each job
@@ -112,8 +114,12 @@ func (r *Reconciler) refusedOf(key types.NamespacedName, job framework.Job) stri
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
-func NewReconciler(c client.Client, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
-	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations()}
+// reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
+// they are written (see syncExtras).
+func NewReconciler(c client.Client, reader client.Reader, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
+	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations(),
+		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: fieldManager, ParentKind: fw.Kind,
+			Cached: func(client.Object) client.Reader { return nil }}}
 	if opts.Gang != nil {
 		r.fw = withGang(fw, opts.Gang)
 		r.gang = &gang.Keeper{Client: c, Backend: opts.Gang, FieldOwner: fieldManager}
@@ -155,15 +161,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		carried = v.(carriedRestarts).counts
 	}
 	g, gangErr := r.syncGroup(ctx, job, job.GetJobStatus())
-	p, err := plan(r.fw, job, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
+	p, writeErr, err := r.planAndSync(ctx, job, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
 		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: r.refusedOf(req.NamespacedName, job)})
 	if err != nil {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
-		return reconcile.Result{}, reconcile.TerminalError(err)
+		return reconcile.Result{}, err
 	}
-	// What the pods mount comes first; should it fail, the pods are still created (the kubelet
-	// waits for their volumes) and the error retries the reconcile.
-	writeErr := errors.Join(gangErr, r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	writeErr = errors.Join(gangErr, writeErr)
 	if len(p.Carried) > 0 {
 		r.carried.Store(req.NamespacedName, carriedRestarts{uid: job.GetUID(), counts: p.Carried})
 	} else if carried != nil {
@@ -201,6 +204,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
 }
+
+// planAndSync plans the job and writes what its pods mount, which comes first: should that fail,
+// the pods are still created (the kubelet waits for their volumes) and writeErr retries the
+// reconcile. An extra whose name another object holds holds the pods instead (they would mount
+// that object), and the job says why it waits.
+func (r *Reconciler) planAndSync(ctx context.Context, job framework.Job, in Inputs) (_ *Plan, writeErr, err error) {
+	p, err := plan(r.fw, job, in)
+	if err != nil {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
+		return nil, nil, reconcile.TerminalError(err)
+	}
+	writeErr = errors.Join(r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	if c := owned.AsConflict(writeErr); c != nil {
+		in.HoldPods, in.Conflict = true, c.Error()
+		if p, err = plan(r.fw, job, in); err != nil {
+			return nil, nil, reconcile.TerminalError(err)
+		}
+		p.Events = append(p.Events, Event{corev1.EventTypeWarning, "ErrResourceExists", c.Error()})
+		p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
+		writeErr = nil
+	}
+	return p, writeErr, nil
+}
+
+// conflictRecheck is how soon a job held by an object in the way of its extras looks again
+// (nothing kiln watches tells when that object goes).
+const conflictRecheck = 10 * time.Second
 
 func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 	for _, e := range events {

@@ -14,6 +14,7 @@ import (
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -24,7 +25,7 @@ func TestGangIsPlacedAllOrNothing(t *testing.T) {
 	ns := cluster.Namespace(t)
 	cluster.AllOrNothing(t, ns, timeout, func(job framework.Job) error {
 		var pg schedulingv1beta1.PodGroup
-		if err := cluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: job.GetName()}, &pg); err != nil {
+		if err := cluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gang.GroupName(job.GetName(), "TFJob")}, &pg); err != nil {
 			return err
 		}
 		if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 || !metav1.IsControlledBy(&pg, job) {

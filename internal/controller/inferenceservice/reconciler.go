@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,10 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/netpol"
+	"github.com/kiln-ml/kiln/internal/owned"
+	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/stuck"
 	"github.com/kiln-ml/kiln/internal/tracing"
 	"github.com/kiln-ml/kiln/internal/version"
@@ -81,15 +84,17 @@ type Reconciler struct {
 	// owned caches the Services, pods and optional-API objects of InferenceServices (newOwnedCache).
 	owned   cache.Cache
 	watches *watches
-	// reader reads the apiserver: only to look for a same-named object before kiln creates one
-	// (objects without kiln's label are in no cache).
-	reader client.Reader
-	clock  clock.PassiveClock
-	opts   Options
+	// kit applies and deletes what the service needs, never what it does not control; it reads
+	// the apiserver only for a same-named object no cache holds (one without kiln's label).
+	kit      owned.Kit
+	status   *statuspatch.Writer // set up with the manager
+	recorder recorder.EventRecorder
+	clock    clock.PassiveClock
+	opts     Options
 }
 
 // NewReconciler returns the InferenceService reconciler.
-func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock, opts Options) *Reconciler {
+func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	if opts.FetchImage == "" {
 		opts.FetchImage = version.Image()
 	}
@@ -99,7 +104,9 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 	if opts.KEDAHTTPInterceptor == "" {
 		opts.KEDAHTTPInterceptor = DefaultKEDAHTTPInterceptor
 	}
-	return &Reconciler{client: c, reader: reader, clock: clk, opts: opts}
+	r := &Reconciler{client: c, recorder: rec, clock: clk, opts: opts}
+	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf}
+	return r
 }
 
 // SetupWithManager watches InferenceServices, every kind they own (Deployments and HPAs in the
@@ -107,7 +114,7 @@ func NewReconciler(c client.Client, reader client.Reader, clk clock.PassiveClock
 // pods' trouble and (metadata only) the CRDs of the optional APIs: installing or removing one
 // re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	owned, err := newOwnedCache(mgr, r.opts.Namespaces)
+	ownedCache, err := newOwnedCache(mgr, r.opts.Namespaces)
 	if err != nil {
 		return err
 	}
@@ -125,8 +132,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err != nil {
 		return err
 	}
-	r.owned = owned
-	r.watches, err = newWatches(mgr, c, owned)
+	r.owned = ownedCache
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), servingv1alpha1.GroupVersion.WithKind("InferenceService")); err != nil {
+		return err
+	}
+	r.watches, err = newWatches(mgr, c, ownedCache)
 	return err
 }
 
@@ -176,38 +186,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	conflict, err := r.applyAll(ctx, isvc, sc, have, stableDep, canaryDep)
+	// The Deployments as the apply answered: a spec change shows as a generation their
+	// controller has not observed yet, so Ready never speaks of the previous model.
+	stableDep, canaryDep, applyErr := r.applyAll(ctx, isvc, sc, have, stableDep, canaryDep)
+	why, err := r.troubleOf(ctx, isvc, stableDep, applyErr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var why trouble
-	if conflict != "" {
-		why = trouble{"NameConflict", conflict}
-	} else if stableDep != nil && (stableDep.Status.ReadyReplicas == 0 || !rolloutOf(stableDep).complete) {
-		if why, err = r.troubleOf(ctx, isvc); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
 	st := status(isvc, sc, stableDep, canaryDep, why, wakes, r.opts.KEDAHTTPInterceptor, metav1.NewTime(r.clock.Now()))
-	if equality.Semantic.DeepEqual(st, isvc.Status) {
-		return reconcile.Result{}, nil
+	if !equality.Semantic.DeepEqual(st, isvc.Status) {
+		if err := r.status.Write(ctx, isvc, &st); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return reconcile.Result{}, applyErr // a newer version is on its way, and reconciles again
+			}
+			return reconcile.Result{}, fmt.Errorf("writing the status of InferenceService %s: %w", isvc.Name, err)
+		}
+		r.record(isvc, st, why)
 	}
-	base := isvc.DeepCopy()
-	isvc.Status = st
-	if err := r.client.Status().Patch(ctx, isvc, client.MergeFrom(base)); err != nil {
-		return reconcile.Result{}, err
+	if owned.AsConflict(applyErr) != nil {
+		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
 	}
-	recordReady(base, st)
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, applyErr
 }
+
+// conflictRecheck is how soon an InferenceService held by an object in the way looks again
+// (objects without kiln's label are in no cache: nothing tells when it goes).
+const conflictRecheck = 10 * time.Second
+
+// Reasons of the Ready condition when kiln could not write what the service needs.
+const (
+	ReasonNameConflict = "NameConflict"
+	ReasonRefused      = "Refused"
+)
 
 // trouble is why the predictor's pods do not become ready, when they say.
 type trouble struct{ reason, message string }
 
-// troubleOf says what keeps the first of the stable version's pods from starting: the model fetch
-// failing (its termination message, which kiln-fetch writes without secrets), or a container or
-// the scheduler (stuck.Pod).
-func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService) (trouble, error) {
+// troubleOf says what keeps the service from serving: an object in the way or one the apiserver
+// refused (applyErr), else what keeps the first of the stable version's pods from starting — the
+// model fetch failing (its termination message, which kiln-fetch writes without secrets), or a
+// container or the scheduler (stuck.Pod).
+func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService, stableDep *appsv1.Deployment, applyErr error) (trouble, error) {
+	if c := owned.AsConflict(applyErr); c != nil {
+		return trouble{ReasonNameConflict, c.Error()}, nil
+	}
+	if applyErr != nil && owned.Refused(applyErr) {
+		return trouble{ReasonRefused, applyErr.Error()}, nil
+	}
+	if stableDep == nil || (stableDep.Status.ReadyReplicas > 0 && rolloutOf(stableDep).complete) {
+		return trouble{}, nil
+	}
 	var pods corev1.PodList
 	if err := r.owned.List(ctx, &pods, client.InNamespace(isvc.Namespace), client.MatchingLabels(selector(isvc, stable))); err != nil {
 		return trouble{}, err
@@ -220,6 +248,10 @@ func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.Infere
 	}
 	return trouble{}, nil
 }
+
+// blocks says whether the trouble is kiln's writes', which keep the service from being Ready
+// whatever its pods do.
+func (t trouble) blocks() bool { return t.reason == ReasonNameConflict || t.reason == ReasonRefused }
 
 // podTrouble is what keeps one pod from starting, if it says.
 func podTrouble(p *corev1.Pod) trouble {
@@ -245,11 +277,15 @@ func podTrouble(p *corev1.Pod) trouble {
 	return trouble{}
 }
 
-// recordReady observes how long the service took to become Ready: from its creation, or from
-// when it stopped being ready.
-func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus) {
+// record tells of the written status's transitions, once the write succeeded: how long the
+// service took to become Ready (from its creation, or from when it stopped being ready), and a
+// Warning event when kiln's writes start being refused or held by an object in the way.
+func (r *Reconciler) record(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus, why trouble) {
 	now := meta.FindStatusCondition(st.Conditions, Ready)
 	before := meta.FindStatusCondition(old.Status.Conditions, Ready)
+	if why.blocks() && (before == nil || before.Reason != why.reason || before.Message != why.message) {
+		r.recorder.Eventf(old, nil, corev1.EventTypeWarning, why.reason, "Reconcile", "%s", why.message)
+	}
 	if now == nil || now.Status != metav1.ConditionTrue || (before != nil && before.Status == metav1.ConditionTrue) {
 		return
 	}
@@ -260,20 +296,22 @@ func recordReady(old *servingv1alpha1.InferenceService, st servingv1alpha1.Infer
 	metrics.TimeToReady.Observe(metrics.Seconds(now.LastTransitionTime.Sub(since)))
 }
 
-// applyAll server-side applies the desired objects and deletes those the spec dropped. An
-// object of the same name kiln does not control is never taken over: nothing is applied, and the
-// returned conflict says which object is in the way.
-func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (string, error) {
+// applyAll server-side applies the desired objects and deletes those the spec dropped, through
+// owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
+// applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
+// the apply answered (as read, where nothing was applied).
+func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, err error) {
+	stableWant := desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas)
+	var canaryWant *appsv1.Deployment
 	want := []client.Object{
-		desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas),
+		stableWant,
 		desiredStableService(isvc, sc, r.opts.KEDAHTTPInterceptor),
 		desiredService(isvc, predictorName(isvc, stable), stable, stable),
 	}
 	var drop []client.Object
 	if t := isvc.Spec.Traffic; t != nil {
-		want = append(want,
-			desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, sc.canary.replicas),
-			desiredService(isvc, predictorName(isvc, canary), canary, canary))
+		canaryWant = desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, sc.canary.replicas)
+		want = append(want, canaryWant, desiredService(isvc, predictorName(isvc, canary), canary, canary))
 	} else {
 		drop = append(drop,
 			&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
@@ -320,8 +358,8 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		want = append(want, desiredPrometheusRule(isvc))
 	}
 	for _, o := range want {
-		if conflict, err := r.claimable(ctx, isvc, o); conflict != "" || err != nil {
-			return conflict, err
+		if err := r.kit.Check(ctx, isvc, o); err != nil {
+			return stableDep, canaryDep, err
 		}
 	}
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
@@ -339,20 +377,26 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 			continue
 		}
 		if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
-			return "", err
+			return stableDep, canaryDep, err
 		}
 	}
 	for _, o := range want {
-		if err := r.client.Patch(ctx, o, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // typed and unstructured apply alike
-			return "", fmt.Errorf("applying %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		if err := r.kit.Apply(ctx, isvc, o); err != nil {
+			return stableDep, canaryDep, err
+		}
+		switch o {
+		case stableWant:
+			stableDep = stableWant
+		case canaryWant:
+			canaryDep = canaryWant
 		}
 	}
 	for _, o := range drop {
-		if err := r.deleteOwned(ctx, isvc, o); err != nil {
-			return "", err
+		if err := r.kit.Delete(ctx, isvc, o); err != nil {
+			return stableDep, canaryDep, err
 		}
 	}
-	return "", nil
+	return stableDep, canaryDep, nil
 }
 
 // HandoverFieldManager keeps a Deployment's replica count while an autoscaler takes it over.
@@ -384,33 +428,6 @@ func (r *Reconciler) handOver(ctx context.Context, dep *appsv1.Deployment, scale
 	return nil
 }
 
-// claimable says, when o exists but this InferenceService does not control it, that it is in the
-// way. kiln's objects carry its label and are cached; an object that is not cached is looked up on
-// the apiserver (so once for each object kiln creates, and while a conflict lasts).
-func (r *Reconciler) claimable(ctx context.Context, isvc *servingv1alpha1.InferenceService, o client.Object) (string, error) {
-	existing := o.DeepCopyObject().(client.Object)
-	key := client.ObjectKeyFromObject(o)
-	err := r.cacheOf(o).Get(ctx, key, existing)
-	if apierrors.IsNotFound(err) {
-		err = r.reader.Get(ctx, key, existing)
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", err
-	case metav1.IsControlledBy(existing, isvc):
-		return "", nil
-	}
-	kind := o.GetObjectKind().GroupVersionKind().Kind
-	owner := "nothing kiln made"
-	if ref := metav1.GetControllerOf(existing); ref != nil {
-		owner = fmt.Sprintf("%s %s", ref.Kind, ref.Name)
-	}
-	return fmt.Sprintf("%s %s already exists and belongs to %s, not to this InferenceService: kiln does not take it over; rename the InferenceService or delete that %s",
-		kind, o.GetName(), owner, kind), nil
-}
-
 // cacheOf is the cache that holds o's kind: the manager's for Deployments and HPAs, the
 // controller's own for the rest.
 func (r *Reconciler) cacheOf(o client.Object) client.Reader {
@@ -433,21 +450,6 @@ func optional(isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKin
 	u.SetNamespace(isvc.Namespace)
 	u.SetName(name)
 	return u
-}
-
-// deleteOwned deletes o if it exists and this InferenceService controls it.
-func (r *Reconciler) deleteOwned(ctx context.Context, isvc *servingv1alpha1.InferenceService, o client.Object) error {
-	err := r.cacheOf(o).Get(ctx, client.ObjectKeyFromObject(o), o)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !metav1.IsControlledBy(o, isvc) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}))
 }
 
 func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {

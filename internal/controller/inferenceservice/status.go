@@ -53,7 +53,7 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 	}
 	predictorOK, reason, msg := versionReady(stableDep, sc.keda && wakes, st.URL)
-	if !predictorOK && why.reason != "" && why.reason != "NameConflict" {
+	if !predictorOK && why.reason != "" && !why.blocks() {
 		reason, msg = why.reason, msg+": "+why.message
 	}
 	set(PredictorReady, predictorOK, reason, msg)
@@ -73,7 +73,7 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, CanaryReady)
 	}
-	if why.reason == "NameConflict" {
+	if why.blocks() {
 		ready, readyReason, readyMsg = false, why.reason, why.message
 	}
 	switch {

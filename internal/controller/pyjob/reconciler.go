@@ -3,8 +3,6 @@ package pyjob
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,6 +25,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/netpol"
+	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
@@ -44,8 +43,9 @@ import (
 type Reconciler struct {
 	client client.Client
 	status *statuspatch.Writer // set up with the manager
-	// reader reads the apiserver directly: only to tell whose an object is when a create says it
-	// exists but the cache has not seen it.
+	// kit creates what the PyJob needs, never adopting what it does not control.
+	kit owned.Kit
+	// reader reads the apiserver directly: the batch Job controller's events.
 	reader client.Reader
 	clock  clock.PassiveClock
 	// recorder tells of transitions in events.
@@ -59,7 +59,8 @@ type Reconciler struct {
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
-	r := &Reconciler{client: c, reader: reader, recorder: rec, clock: clk}
+	r := &Reconciler{client: c, reader: reader, recorder: rec, clock: clk,
+		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: "PyJob", Kept: keptClaim}}
 	if g != nil {
 		r.gang = &gang.Keeper{Client: c, Backend: g, FieldOwner: "kiln"}
 	}
@@ -155,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		existing := &batchv1.Job{}
 		desired := desiredJob(&job)
 		if r.gang != nil && distributed(&job) {
-			r.gang.Backend.Decorate(&desired.Spec.Template, job.Name, "worker")
+			r.gang.Backend.Decorate(&desired.Spec.Template, gang.GroupName(job.Name, "PyJob"), "worker")
 		}
 		p, err := r.ensure(ctx, &job, desired, existing)
 		if err != nil {
@@ -330,7 +331,7 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	for i := range pods {
 		pods[i] = worker
 	}
-	obj := r.gang.Backend.Object(gang.NewGroup(job.Name, job.Namespace, &gang.Policy{PriorityClass: job.Spec.PriorityClassName}, pods))
+	obj := r.gang.Backend.Object(gang.NewGroup(gang.GroupName(job.Name, "PyJob"), job.Namespace, &gang.Policy{PriorityClass: job.Spec.PriorityClassName}, pods))
 	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
 	obj.SetLabels(labels(job))
 	if job.Status.Phase == trainingv1alpha1.PyJobSucceeded || job.Status.Phase == trainingv1alpha1.PyJobFailed {
@@ -339,38 +340,20 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	return r.gang.Ensure(ctx, obj)
 }
 
-// ensure creates obj unless it exists; existing receives what is there. A same-named object the
-// PyJob does not control is never adopted: the returned problem says so. The cache may not have
-// seen an object this PyJob created moments ago: a fresh creation is taken from the create's
-// answer, and an AlreadyExists is looked up on the apiserver before it is called a conflict.
+// ensure creates obj unless it exists; existing receives what is there (owned.Kit.Create). A
+// same-named object the PyJob does not control is never adopted: the returned problem says so.
 func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (string, error) {
-	key := client.ObjectKeyFromObject(obj)
-	err := r.client.Get(ctx, key, existing)
-	if apierrors.IsNotFound(err) {
-		err = r.client.Create(ctx, obj)
-		switch {
-		case err == nil:
-			reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(obj).Elem())
-			return "", nil
-		case apierrors.IsAlreadyExists(err):
-			err = r.reader.Get(ctx, key, existing)
-		default:
-			return "", fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
+	err := r.kit.Create(ctx, job, obj, existing)
+	if c := owned.AsConflict(err); c != nil {
+		return c.Error(), nil
 	}
-	if err != nil {
-		return "", err
-	}
-	if existing.GetLabels()[LabelPyJob] != job.Name || (len(obj.GetOwnerReferences()) > 0 && !metav1.IsControlledBy(existing, job)) {
-		return conflict(obj), nil
-	}
-	return "", nil
+	return "", err
 }
 
-func conflict(obj client.Object) string {
-	kind := fmt.Sprintf("%T", obj)
-	kind = kind[strings.LastIndex(kind, ".")+1:]
-	return fmt.Sprintf("%s %s already exists and does not belong to this PyJob: delete or rename it", kind, obj.GetName())
+// keptClaim says whether existing, an object a PyJob keeps without owning it (a Retain output
+// claim), is the PyJob's: it carries the PyJob's name.
+func keptClaim(parent, existing client.Object) bool {
+	return existing.GetLabels()[LabelPyJob] == parent.GetName()
 }
 
 // syncJob carries the fields of the spec that may change to the batch Job: suspend,

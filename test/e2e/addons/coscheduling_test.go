@@ -95,7 +95,7 @@ func TestCoschedulingIsPlacedAllOrNothing(t *testing.T) {
 	cluster.AllOrNothing(t, ns, timeout, func(job framework.Job) error {
 		pg := &unstructured.Unstructured{}
 		pg.SetGroupVersionKind(gang.SchedulerPlugins{}.GroupKind())
-		if err := cluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: job.GetName()}, pg); err != nil {
+		if err := cluster.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gang.GroupName(job.GetName(), "TFJob")}, pg); err != nil {
 			return err
 		}
 		minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")

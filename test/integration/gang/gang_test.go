@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
@@ -113,7 +114,7 @@ func TestJobGetsItsGang(t *testing.T) {
 	}
 	// Its priority class does not exist: the PodGroup is refused, and the job says so.
 	testenv.Eventually(t, func() error {
-		if c := created(t, job); !strings.Contains(c.Message, `its PodGroup was refused: podgroups.scheduling.k8s.io "dist" is forbidden: no PriorityClass with name high was found`) {
+		if c := created(t, job); !strings.Contains(c.Message, `its PodGroup was refused: podgroups.scheduling.k8s.io "dist-tfjob" is forbidden: no PriorityClass with name high was found`) {
 			return fmt.Errorf("Created message %q", c.Message)
 		}
 		return nil
@@ -130,7 +131,7 @@ func TestJobGetsItsGang(t *testing.T) {
 		pods = env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "dist"})
 		return testenv.Count("pods", len(pods), 4)
 	})
-	pg, err := podGroup(t, ns, "dist")
+	pg, err := podGroup(t, ns, "dist-tfjob")
 	if err != nil {
 		t.Fatalf("no PodGroup once the pods exist: %v", err)
 	}
@@ -138,7 +139,7 @@ func TestJobGetsItsGang(t *testing.T) {
 		if !pg.CreationTimestamp.Time.Before(p.CreationTimestamp.Add(1)) {
 			t.Errorf("pod %s created %v, before its group (%v)", p.Name, p.CreationTimestamp, pg.CreationTimestamp)
 		}
-		if g := p.Spec.SchedulingGroup; g == nil || g.PodGroupName == nil || *g.PodGroupName != "dist" {
+		if g := p.Spec.SchedulingGroup; g == nil || g.PodGroupName == nil || *g.PodGroupName != "dist-tfjob" {
 			t.Errorf("pod %s is in group %+v, want dist", p.Name, g)
 		}
 	}
@@ -162,7 +163,7 @@ func TestJobGetsItsGang(t *testing.T) {
 	})
 
 	// Placed: the message is Kubeflow's again; running, the job is Running.
-	pg, _ = podGroup(t, ns, "dist")
+	pg, _ = podGroup(t, ns, "dist-tfjob")
 	meta.SetStatusCondition(&pg.Status.Conditions, metav1.Condition{Type: schedulingv1beta1.PodGroupInitiallyScheduled,
 		Status: metav1.ConditionTrue, Reason: "Scheduled", Message: "placed"})
 	if err := env.Client.Status().Update(context.Background(), pg); err != nil {
@@ -190,7 +191,7 @@ func TestJobGetsItsGang(t *testing.T) {
 		})
 	}
 	suspend(true)
-	testenv.Eventually(t, func() error { return gone(t, ns, "dist") })
+	testenv.Eventually(t, func() error { return gone(t, ns, "dist-tfjob") })
 	env.WaitCondition(t, job, kubeflowv1.JobSuspended, testenv.Timeout)
 	// Resumed while the old group is still being deleted, the job waits for it to go.
 	suspend(false)
@@ -204,14 +205,14 @@ func TestJobGetsItsGang(t *testing.T) {
 		t.Errorf("%d pods created while their group is being deleted, want none", len(pods))
 	}
 	// As kube-controller-manager does once the group's pods are gone.
-	pg, _ = podGroup(t, ns, "dist")
+	pg, _ = podGroup(t, ns, "dist-tfjob")
 	t.Logf("finalizers of the deleted PodGroup: %v", pg.Finalizers)
 	pg.Finalizers = nil
 	if err := env.Client.Update(context.Background(), pg); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, func() error {
-		_, err := podGroup(t, ns, "dist")
+		_, err := podGroup(t, ns, "dist-tfjob")
 		return err
 	})
 
@@ -222,7 +223,7 @@ func TestJobGetsItsGang(t *testing.T) {
 	})
 	env.Exit(t, env.Pod(t, ns, "dist-worker-0"), 0)
 	env.WaitCondition(t, job, kubeflowv1.JobSucceeded, testenv.Timeout)
-	testenv.Eventually(t, func() error { return gone(t, ns, "dist") })
+	testenv.Eventually(t, func() error { return gone(t, ns, "dist-tfjob") })
 }
 
 // TestSinglePodJobsGetNoGroup: one pod needs no gang (unless the job asks with a schedulingPolicy).
@@ -235,7 +236,7 @@ func TestSinglePodJobsGetNoGroup(t *testing.T) {
 	testenv.Eventually(t, func() error {
 		return testenv.Count("pods", len(env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "solo"})), 1)
 	})
-	if _, err := podGroup(t, ns, "solo"); !apierrors.IsNotFound(err) {
+	if _, err := podGroup(t, ns, "solo-tfjob"); !apierrors.IsNotFound(err) {
 		t.Errorf("PodGroup of a one-pod job: %v, want none", err)
 	}
 	if p := env.Pod(t, ns, "solo-worker-0"); p.Spec.SchedulingGroup != nil {
@@ -263,7 +264,7 @@ func TestVolcanoGroupIsKubeflowsAndAdmittedFirst(t *testing.T) {
 	var pg *unstructured.Unstructured
 	testenv.Eventually(t, func() error {
 		var err error
-		pg, err = unstructuredGroup(t, "scheduling.volcano.sh/v1beta1", ns, "xgb")
+		pg, err = unstructuredGroup(t, "scheduling.volcano.sh/v1beta1", ns, "xgb-xgboostjob")
 		return err
 	})
 	spec, _, _ := unstructured.NestedMap(pg.Object, "spec")
@@ -294,8 +295,8 @@ func TestVolcanoGroupIsKubeflowsAndAdmittedFirst(t *testing.T) {
 	})
 	for _, p := range pods {
 		task := p.Labels[kubeflowv1.LabelReplicaType]
-		if p.Spec.SchedulerName != "volcano" || p.Annotations["scheduling.k8s.io/group-name"] != "xgb" || p.Annotations["volcano.sh/task-spec"] != task {
-			t.Errorf("pod %s: scheduler %q, annotations %v: want volcano, group-name xgb, task-spec %s", p.Name, p.Spec.SchedulerName, p.Annotations, task)
+		if p.Spec.SchedulerName != "volcano" || p.Annotations["scheduling.k8s.io/group-name"] != "xgb-xgboostjob" || p.Annotations["volcano.sh/task-spec"] != task {
+			t.Errorf("pod %s: scheduler %q, annotations %v: want volcano, group-name xgb-xgboostjob, task-spec %s", p.Name, p.Spec.SchedulerName, p.Annotations, task)
 		}
 	}
 }
@@ -316,11 +317,11 @@ func TestSchedulerPluginsGroupJoinsItsPods(t *testing.T) {
 		return testenv.Count("pods", len(pods), 3)
 	})
 	for _, p := range pods {
-		if p.Spec.SchedulerName != "coscheduler" || p.Labels["scheduling.x-k8s.io/pod-group"] != "jax" {
+		if p.Spec.SchedulerName != "coscheduler" || p.Labels["scheduling.x-k8s.io/pod-group"] != "jax-jaxjob" {
 			t.Errorf("pod %s: scheduler %q, labels %v", p.Name, p.Spec.SchedulerName, p.Labels)
 		}
 	}
-	pg, err := unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "jax")
+	pg, err := unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "jax-jaxjob")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,4 +341,54 @@ func TestSchedulerPluginsGroupJoinsItsPods(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestJobsOfTwoKindsWithOneNameHaveAGroupEach: a TFJob and a PyJob may share a name; each gets
+// a group of its own, and suspending one leaves the other's. (On a single group per name the
+// second job's apply was refused, and the first to go deleted the group under the other.)
+func TestJobsOfTwoKindsWithOneNameHaveAGroupEach(t *testing.T) {
+	ns := env.Namespace(t)
+	tf := builder.TFJob("twin", ns).Replicas("Worker", 2).Obj()
+	if err := env.Client.Create(context.Background(), tf); err != nil {
+		t.Fatal(err)
+	}
+	py := &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "twin", Namespace: ns},
+		Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, Workers: 2,
+			DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"}}
+	if err := env.Client.Create(context.Background(), py); err != nil {
+		t.Fatal(err)
+	}
+	// groupOf is the live PodGroup the job controls.
+	groupOf := func(job client.Object) (*schedulingv1beta1.PodGroup, error) {
+		var list schedulingv1beta1.PodGroupList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for i, pg := range list.Items {
+			if metav1.IsControlledBy(&pg, job) && pg.DeletionTimestamp == nil {
+				return &list.Items[i], nil
+			}
+		}
+		return nil, fmt.Errorf("no PodGroup of %T %s among %d", job, job.GetName(), len(list.Items))
+	}
+	for _, job := range []client.Object{tf, py} {
+		testenv.Eventually(t, func() error { _, err := groupOf(job); return err })
+	}
+	testenv.Eventually(t, func() error {
+		return testenv.Count("pods of TFJob twin", len(env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "twin"})), 2)
+	})
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(tf), tf); err != nil {
+			return err
+		}
+		tf.GetRunPolicy().Suspend = ptr.To(true)
+		return env.Client.Update(context.Background(), tf)
+	})
+	testenv.Eventually(t, func() error {
+		if _, err := groupOf(tf); err == nil {
+			return fmt.Errorf("the suspended TFJob's PodGroup is still there")
+		}
+		return nil
+	})
+	testenv.Consistently(t, func() error { _, err := groupOf(py); return err })
 }

@@ -127,7 +127,7 @@ func TestPyJobReportsARealNameConflict(t *testing.T) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
-		if !strings.Contains(p.Status.Message, "Job taken already exists and does not belong to this PyJob") {
+		if !strings.Contains(p.Status.Message, "Job taken already exists and belongs to nothing kiln made, not to PyJob taken") {
 			return fmt.Errorf("status message %q", p.Status.Message)
 		}
 		return nil

@@ -1,0 +1,210 @@
+// Package owned is how every kiln controller writes the objects it makes for a parent (a job, an
+// InferenceService): create, server-side apply and delete, each only ever touching an object the
+// parent controls. An object of the same name that the parent does not control — a user's, another
+// job's — is never adopted, overwritten or deleted: the write returns a *Conflict naming the object
+// and its owner, which the controller puts in the parent's status.
+package owned
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/tracing"
+)
+
+// Kit writes the children of one controller's parents.
+type Kit struct {
+	// Client writes, and reads from the manager's cache.
+	Client client.Client
+	// Reader reads the apiserver: for an object no cache holds (one without the labels the caches
+	// select, a user's), before a write would replace or delete it. Nil: the cache is the truth
+	// (it holds every object of the kind).
+	Reader client.Reader
+	// FieldOwner is the server-side-apply field manager.
+	FieldOwner string
+	// Cached is the cache that holds o's kind, when it is not Client's, or nil for a kind no cache
+	// holds (read from Reader alone). Nil Cached: Client for every kind.
+	Cached func(o client.Object) client.Reader
+	// ParentKind names the parent in conflicts ("TFJob", "InferenceService").
+	ParentKind string
+	// Kept says whether existing, an object the parent's kind keeps without a controller
+	// reference (so that it outlives the parent: PyJob's Retain claim), is the parent's. Used for
+	// objects built without a controller reference only; nil: none is.
+	Kept func(parent, existing client.Object) bool
+}
+
+// Conflict is an object a parent needs whose name something else holds.
+type Conflict struct {
+	// Kind and Name of the object in the way.
+	Kind, Name string
+	// Owner is its controller ("TFJob train"), or "" when nothing controls it.
+	Owner string
+	// ParentKind and Parent are who needed it.
+	ParentKind, Parent string
+}
+
+func (c *Conflict) Error() string {
+	owner := "nothing kiln made"
+	if c.Owner != "" {
+		owner = c.Owner
+	}
+	return fmt.Sprintf("%s %s already exists and belongs to %s, not to %s %s: kiln does not take it over; rename the %s or delete that %s",
+		c.Kind, c.Name, owner, c.ParentKind, c.Parent, c.ParentKind, c.Kind)
+}
+
+// AsConflict is the *Conflict in err's chain, or nil.
+func AsConflict(err error) *Conflict {
+	var c *Conflict
+	if errors.As(err, &c) {
+		return c
+	}
+	return nil
+}
+
+// Apply server-side applies obj (built with parent's controller reference) when parent controls
+// the object of that name or there is none; otherwise it returns a *Conflict and writes nothing.
+// An existing object is applied with its UID, so the apply fails rather than take over an object
+// that replaced it meanwhile. obj receives the apiserver's answer.
+func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
+	existing, err := k.read(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		if err := k.controlled(parent, obj, existing); err != nil {
+			return err
+		}
+		obj.SetUID(existing.GetUID())
+	}
+	ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+	err = k.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed and unstructured apply alike
+	end(err)
+	if err != nil {
+		return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+	}
+	return nil
+}
+
+// Check is a *Conflict when an object of obj's name exists that parent does not control: what
+// Apply would refuse, for a caller that checks every object before it applies any.
+func (k Kit) Check(ctx context.Context, parent, obj client.Object) error {
+	existing, err := k.read(ctx, obj)
+	if err != nil || existing == nil {
+		return err
+	}
+	return k.controlled(parent, obj, existing)
+}
+
+// Refused says whether err is the apiserver refusing a write for what it holds (invalid, too
+// large, forbidden by a policy or quota): retrying the same write cannot help, so the parent's
+// status says it.
+func Refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// Create creates obj unless an object of its name exists; existing (of obj's type) receives what
+// is there — obj itself when just created. An object parent does not control is a *Conflict. The
+// cache may not have seen an object this parent created moments ago: an AlreadyExists is looked
+// up on the apiserver before it is called a conflict.
+func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) error {
+	found, err := k.read(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if found == nil {
+		ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+		err := k.Client.Create(ctx, obj)
+		end(err)
+		switch {
+		case err == nil:
+			reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(obj).Elem())
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+		}
+		if err := k.Reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+			return err
+		}
+		found = existing
+	}
+	if err := k.controlled(parent, obj, found); err != nil {
+		return err
+	}
+	if found != existing {
+		reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(found).Elem())
+	}
+	return nil
+}
+
+// Delete deletes the object of obj's name when parent controls it (by its UID, so a newer object
+// of the same name stays); one parent does not control, or none, is left alone.
+func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
+	existing, err := k.read(ctx, obj)
+	if err != nil || existing == nil || !metav1.IsControlledBy(existing, parent) {
+		return err
+	}
+	ctx, end := tracing.Start(ctx, "delete "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+	err = k.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	end(err)
+	if err = client.IgnoreNotFound(err); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+	}
+	return nil
+}
+
+// read is the object of obj's name: from its cache, else from the apiserver; nil when there is none.
+func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error) {
+	existing := obj.DeepCopyObject().(client.Object)
+	key := client.ObjectKeyFromObject(obj)
+	cache := client.Reader(k.Client)
+	if k.Cached != nil {
+		cache = k.Cached(obj)
+	}
+	var err error = apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+	if cache != nil {
+		err = cache.Get(ctx, key, existing)
+	}
+	if apierrors.IsNotFound(err) && k.Reader != nil {
+		err = k.Reader.Get(ctx, key, existing)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s %s: %w", kindOf(obj), obj.GetName(), err)
+	}
+	return existing, nil
+}
+
+// controlled is nil when parent controls existing (or keeps it: Kit.Kept), else the *Conflict.
+func (k Kit) controlled(parent, obj, existing client.Object) error {
+	if metav1.IsControlledBy(existing, parent) {
+		return nil
+	}
+	if metav1.GetControllerOf(obj) == nil && k.Kept != nil && k.Kept(parent, existing) {
+		return nil
+	}
+	c := &Conflict{Kind: kindOf(obj), Name: obj.GetName(), ParentKind: k.ParentKind, Parent: parent.GetName()}
+	if ref := metav1.GetControllerOf(existing); ref != nil {
+		c.Owner = ref.Kind + " " + ref.Name
+	}
+	return c
+}
+
+// kindOf is o's kind: its TypeMeta's, else its Go type's name.
+func kindOf(o client.Object) string {
+	if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	t := fmt.Sprintf("%T", o)
+	return t[strings.LastIndex(t, ".")+1:]
+}

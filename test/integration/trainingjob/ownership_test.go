@@ -1,0 +1,108 @@
+package trainingjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// stays checks, for testenv.Quiet, that the object the test made keeps its resourceVersion
+// (nothing wrote it) and has no owner (nothing adopted it).
+func stays(t *testing.T, obj client.Object) {
+	t.Helper()
+	rv := obj.GetResourceVersion()
+	testenv.Consistently(t, func() error {
+		fresh := obj.DeepCopyObject().(client.Object)
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), fresh); err != nil {
+			return fmt.Errorf("%T %s is gone: %v", obj, obj.GetName(), err)
+		}
+		if fresh.GetResourceVersion() != rv || len(fresh.GetOwnerReferences()) > 0 {
+			return fmt.Errorf("%T %s was written (resourceVersion %s → %s, owners %v)", obj, obj.GetName(), rv, fresh.GetResourceVersion(), fresh.GetOwnerReferences())
+		}
+		return nil
+	})
+}
+
+// A non-elastic PyTorchJob leaves alone an HPA that shares its name (it used to delete it on its
+// first reconcile: the engine deleted the unwanted elastic HPA by name).
+func TestPyTorchJobLeavesAnHPAItDoesNotOwn(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr.To[int32](1), MaxReplicas: 3,
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+	if err := env.Client.Create(context.Background(), hpa); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.PyTorchJob("web", ns).Replicas("Master", 1).Obj())
+	waitPods(t, job, 1)
+	stays(t, hpa)
+}
+
+// An MPIJob whose hostfile ConfigMap's name is taken by an object it does not control neither
+// overwrites nor adopts it (it used to force-apply over it, owning it, so the garbage collector
+// deleted it with the job); its pods, which would mount that ConfigMap, wait, and Created says why.
+func TestMPIJobDoesNotTakeOverAConfigMap(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pi-config", Namespace: ns}, Data: map[string]string{"hostfile": "mine"}}
+	if err := env.Client.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj())
+	testenv.Eventually(t, func() error {
+		c := getCondition(get(t, job), kubeflowv1.JobCreated)
+		if c == nil || !strings.Contains(c.Message, "ConfigMap pi-config already exists and belongs to nothing kiln made, not to MPIJob pi") {
+			return fmt.Errorf("Created condition %+v", c)
+		}
+		return nil
+	})
+	stays(t, cm)
+	if pods := jobPods(t, job); len(pods) != 0 {
+		t.Errorf("%d pods created around a hostfile that is not the job's", len(pods))
+	}
+	// Once the ConfigMap is gone, the job makes its own and runs.
+	if err := env.Client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, 2*testenv.Timeout, func() error { return testenv.Count("pods of pi", len(jobPods(t, job)), 2) })
+}
+
+// kiln.dev/network-policy: none deletes only the job's own NetworkPolicy: one of that name it
+// does not control (a user's, an InferenceService's) stays.
+func TestNetworkPolicyNoneLeavesAPolicyItDoesNotOwn(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "open-network-policy", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	if err := env.Client.Create(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.TFJob("open", ns).Replicas("Worker", 1).Edit(func(j framework.Job) {
+		j.SetAnnotations(map[string]string{"kiln.dev/network-policy": "none"})
+	}).Obj())
+	waitPods(t, job, 1)
+	stays(t, np)
+}
+
+func getCondition(job framework.Job, ct kubeflowv1.JobConditionType) *kubeflowv1.JobCondition {
+	for i, c := range job.GetJobStatus().Conditions {
+		if c.Type == ct {
+			return &job.GetJobStatus().Conditions[i]
+		}
+	}
+	return nil
+}
