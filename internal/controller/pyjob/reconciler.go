@@ -113,46 +113,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if finished(&job) {
 		return r.finish(ctx, &job)
 	}
-	var problem string
-	if job.Spec.Script != "" {
-		if p, err := r.ensure(ctx, &job, desiredScript(&job), &corev1.ConfigMap{}); err != nil {
-			return reconcile.Result{}, err
-		} else if p != "" {
-			problem = p
-		}
-	}
-	var reused *corev1.PersistentVolumeClaim
-	if job.Spec.Output != nil && job.Spec.Output.Size != nil && problem == "" {
-		claim := &corev1.PersistentVolumeClaim{}
-		p, err := r.ensure(ctx, &job, desiredClaim(&job), claim)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		problem = p
-		if p == "" && claim.CreationTimestamp.Before(&job.CreationTimestamp) {
-			reused = claim // a Retain claim of an earlier PyJob of this name
-		}
-	}
-	if netpol.Mode(job.Annotations, r.DefaultNetworkPolicy) == netpol.Isolated && problem == "" {
-		if p, err := r.ensure(ctx, &job, desiredNetworkPolicy(&job), &networkingv1.NetworkPolicy{}); err != nil {
-			return reconcile.Result{}, err
-		} else if p != "" {
-			problem = p
-		}
-	}
-	if distributed(&job) && problem == "" {
-		if p, err := r.ensure(ctx, &job, desiredService(&job), &corev1.Service{}); err != nil {
-			return reconcile.Result{}, err
-		} else if p != "" {
-			problem = p
-		}
+	problem, reused, err := r.ensureChildren(ctx, &job)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	g, gangErr := r.syncGroup(ctx, &job)
 	if gangErr != nil && g.Waiting == "" {
 		return reconcile.Result{}, gangErr
 	}
 	var bj *batchv1.Job
-	if problem == "" && g.CreatePods {
+	if problem.reason == "" && g.CreatePods {
 		existing := &batchv1.Job{}
 		desired := desiredJob(&job)
 		if r.gang != nil && distributed(&job) {
@@ -163,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, err
 		}
 		problem = p
-		if p == "" {
+		if p.reason == "" {
 			bj = existing
 			if err := r.syncJob(ctx, &job, bj); err != nil {
 				return reconcile.Result{}, err
@@ -181,6 +151,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, gangErr // the group was refused: retried with backoff
 	}
 	res, err := r.expire(ctx, &job)
+	if problem.reason != "" {
+		recheck = refusalRecheck // nothing kiln watches tells when the object in the way goes
+	}
 	if recheck > 0 && (res.RequeueAfter == 0 || recheck < res.RequeueAfter) {
 		res.RequeueAfter = recheck
 	}
@@ -285,17 +258,20 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 	}
 	old := job.Status
 	job.Status = st
-	r.record(job, old, now)
+	r.record(job, old, now, o.problem)
 	return nil
 }
 
 // Framework is the framework label of the PyJob's metrics (training_operator_jobs_*{framework}).
 const Framework = "pyjob"
 
-// record tells of the transitions from old to the PyJob's status: an event each, and the
-// metrics the kubeflow.org kinds have.
-func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.PyJobStatus, now time.Time) {
+// record tells of the transitions from old to the PyJob's status: an event each (a Warning when
+// a child cannot be written, p), and the metrics the kubeflow.org kinds have.
+func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.PyJobStatus, now time.Time, p problem) {
 	st := job.Status
+	if p.reason != "" && st.Message != old.Message {
+		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, p.reason, "Reconcile", "%s", p.message)
+	}
 	if c := meta.FindStatusCondition(st.Conditions, ConditionOutputReused); c != nil && meta.FindStatusCondition(old.Conditions, ConditionOutputReused) == nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "OutputClaimReused", "Reconcile", "%s", c.Message)
 	}
@@ -340,14 +316,56 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	return r.gang.Ensure(ctx, obj)
 }
 
-// ensure creates obj unless it exists; existing receives what is there (owned.Kit.Create). A
-// same-named object the PyJob does not control is never adopted: the returned problem says so.
-func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (string, error) {
-	err := r.kit.Create(ctx, job, obj, existing)
-	if c := owned.AsConflict(err); c != nil {
-		return c.Error(), nil
+// Reasons a PyJob stays Pending because kiln cannot write one of its children.
+const (
+	ReasonNameConflict = "NameConflict"
+	ReasonRefused      = "Refused"
+)
+
+// problem is what keeps kiln from writing a PyJob's child: an object in the way of its name, or
+// the apiserver refusing it (a quota, an admission policy). The zero problem is none.
+type problem struct{ reason, message string }
+
+// ensureChildren creates what the PyJob's batch Job mounts and reaches, in order, stopping at the
+// first problem; reused is an earlier run's output claim it mounts.
+func (r *Reconciler) ensureChildren(ctx context.Context, job *trainingv1alpha1.PyJob) (_ problem, reused *corev1.PersistentVolumeClaim, _ error) {
+	claim := &corev1.PersistentVolumeClaim{}
+	children := []struct {
+		want  bool
+		build func(*trainingv1alpha1.PyJob) client.Object // called only when wanted
+		got   client.Object
+	}{
+		{job.Spec.Script != "", func(j *trainingv1alpha1.PyJob) client.Object { return desiredScript(j) }, &corev1.ConfigMap{}},
+		{job.Spec.Output != nil && job.Spec.Output.Size != nil, func(j *trainingv1alpha1.PyJob) client.Object { return desiredClaim(j) }, claim},
+		{netpol.Mode(job.Annotations, r.DefaultNetworkPolicy) == netpol.Isolated, func(j *trainingv1alpha1.PyJob) client.Object { return desiredNetworkPolicy(j) }, &networkingv1.NetworkPolicy{}},
+		{distributed(job), func(j *trainingv1alpha1.PyJob) client.Object { return desiredService(j) }, &corev1.Service{}},
 	}
-	return "", err
+	for _, c := range children {
+		if !c.want {
+			continue
+		}
+		if p, err := r.ensure(ctx, job, c.build(job), c.got); err != nil || p.reason != "" {
+			return p, nil, err
+		}
+	}
+	if claim.Name != "" && claim.CreationTimestamp.Before(&job.CreationTimestamp) {
+		reused = claim // a Retain claim of an earlier PyJob of this name
+	}
+	return problem{}, reused, nil
+}
+
+// ensure creates obj unless it exists; existing receives what is there (owned.Kit.Create). A
+// same-named object the PyJob does not control is never adopted, and one the apiserver refuses
+// is not retried at once: the returned problem says which.
+func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (problem, error) {
+	err := r.kit.Create(ctx, job, obj, existing)
+	switch c := owned.AsConflict(err); {
+	case c != nil:
+		return problem{ReasonNameConflict, c.Error()}, nil
+	case err != nil && owned.Refused(err):
+		return problem{ReasonRefused, err.Error()}, nil
+	}
+	return problem{}, err
 }
 
 // keptClaim says whether existing, an object a PyJob keeps without owning it (a Retain output

@@ -17,13 +17,15 @@ import (
 )
 
 // observed is what a reconcile found of a PyJob's world: its batch Job (nil: none yet) and
-// pods; problem, what keeps kiln from running it (a name taken by someone else's object);
+// pods; problem, what keeps kiln from running it (a name taken by someone else's object, a child
+// the apiserver refuses);
 // waiting, why its workers' gang is not placed yet; reusedClaim, an earlier run's output claim
 // it mounts.
 type observed struct {
 	job              *batchv1.Job
 	pods             []corev1.Pod
-	problem, waiting string
+	problem          problem
+	waiting          string
 	reusedClaim      *corev1.PersistentVolumeClaim
 	// refused is why the batch Job's controller cannot create the workers (a quota, a policy).
 	refused string
@@ -85,8 +87,8 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 		}
 	}
 	meta.SetStatusCondition(&st.Conditions, refused)
-	if o.problem != "" {
-		phase, reason, msg = trainingv1alpha1.PyJobPending, "NameConflict", o.problem
+	if o.problem.reason != "" {
+		phase, reason, msg = trainingv1alpha1.PyJobPending, o.problem.reason, o.problem.message
 	}
 	if (phase == trainingv1alpha1.PyJobFailed || phase == trainingv1alpha1.PyJobSucceeded) && st.CompletionTime == nil {
 		st.CompletionTime = &now

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
@@ -105,4 +108,64 @@ func getCondition(job framework.Job, ct kubeflowv1.JobConditionType) *kubeflowv1
 		}
 	}
 	return nil
+}
+
+// A PyJob whose batch Job the apiserver refuses (here an admission policy denying Jobs in its
+// namespace) says so in its status, naming the object and the apiserver's words, and in a Warning
+// event; it used to return the error before any status was written.
+func TestPyJobSaysWhenItsBatchJobIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-jobs-in-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf("object.metadata.namespace != %q", ns), Message: "no Jobs here"}},
+		}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	for _, o := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, o) })
+	}
+	testenv.Eventually(t, func() error { // the policy is in force
+		probe := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}, Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+		if err := env.Client.Create(ctx, probe, client.DryRunAll); err == nil {
+			return fmt.Errorf("a Job is still admitted")
+		}
+		return nil
+	})
+	p := &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
+		Spec: trainingv1alpha1.PyJobSpec{Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, DatasetPath: "/mnt/dataset", OutputPath: "/mnt/output"}}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		if p.Status.Phase != trainingv1alpha1.PyJobPending || !strings.Contains(p.Status.Message, "Job quota of PyJob quota") || !strings.Contains(p.Status.Message, "no Jobs here") {
+			return fmt.Errorf("phase %q message %q, want Pending naming the refused Job", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+	testenv.Eventually(t, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "quota" && e.Reason == "Refused" && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Refused event among %d", len(events.Items))
+	})
 }

@@ -1,0 +1,88 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// Ready at generation N means generation N's model serves: after an edit, no status says Ready
+// at the new generation until the Deployment's controller rolled the new template out. (The
+// status used to be computed from the Deployment read before the apply: the old, finished
+// rollout, so Ready stayed True at the new generation while the old model served.)
+func TestReadyAtAGenerationMeansItsModelServes(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "gen", nil))
+	rollOut(t, ns, "gen-predictor", "s3://models/iris/v1")
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	// Every version of the status from the edit on, as a watch delivers them: a Ready True
+	// corrected a moment later is still a lie that kstatus, Flux or Argo may have read.
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &servingv1alpha1.InferenceServiceList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "s3://models/iris/v2" })
+	deadline := time.After(testenv.Quiet + 2*time.Second)
+	for seen := false; !seen; {
+		select {
+		case e := <-w.ResultChan():
+			fresh, ok := e.Object.(*servingv1alpha1.InferenceService)
+			if !ok || fresh.Generation < 2 {
+				continue
+			}
+			c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready")
+			if fresh.Status.ObservedGeneration == fresh.Generation && c != nil && c.Status == metav1.ConditionTrue {
+				t.Fatalf("Ready %+v at generation %d while v1 still serves", c, fresh.Generation)
+			}
+		case <-deadline:
+			seen = true
+		}
+	}
+	rollOut(t, ns, "gen-predictor", "s3://models/iris/v2")
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+}
+
+// A child the apiserver refuses reaches the status, naming the object and what the apiserver
+// said, and an event (it used to fail the reconcile before any status was written).
+func TestARefusedChildReachesTheStatus(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "badlabel", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.Pod = &servingv1alpha1.PodOptions{Labels: map[string]string{"team": "a b"}}
+	}))
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		c := meta.FindStatusCondition(i.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Refused" || !strings.Contains(c.Message, "Deployment badlabel-predictor") {
+			return fmt.Errorf("Ready %+v, want False, Refused, naming Deployment badlabel-predictor", c)
+		}
+		return nil
+	})
+	testenv.Eventually(t, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "badlabel" && e.Reason == "Refused" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Refused event among %d", len(events.Items))
+	})
+}
