@@ -22,11 +22,11 @@ import (
 // waiting, why its workers' gang is not placed yet; reusedClaim, an earlier run's output claim
 // it mounts.
 type observed struct {
-	job              *batchv1.Job
-	pods             []corev1.Pod
-	problem          problem
-	waiting          string
-	reusedClaim      *corev1.PersistentVolumeClaim
+	job         *batchv1.Job
+	pods        []corev1.Pod
+	problem     problem
+	waiting     string
+	reusedClaim *corev1.PersistentVolumeClaim
 	// refused is why the batch Job's controller cannot create the workers (a quota, a policy).
 	refused string
 }
