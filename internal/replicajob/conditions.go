@@ -85,7 +85,7 @@ func sameStatus(a, b *kubeflowv1.JobStatus) bool {
 		if !ok || (x == nil) != (y == nil) {
 			return false
 		}
-		if x != nil && (x.Active != y.Active || x.Succeeded != y.Succeeded || x.Failed != y.Failed || x.Selector != y.Selector ||
+		if x != nil && (x.Active != y.Active || x.Succeeded != y.Succeeded || x.Failed != y.Failed || x.Selector != y.Selector || x.CompletedIndexes != y.CompletedIndexes ||
 			(x.LabelSelector != nil || y.LabelSelector != nil) && !equality.Semantic.DeepEqual(x.LabelSelector, y.LabelSelector)) {
 			return false
 		}

@@ -91,7 +91,7 @@ func TestSetConditionKeepsTransitionTimeWhenOnlyTheReasonChanges(t *testing.T) {
 func TestSameStatusIsSemanticEquality(t *testing.T) {
 	// sameStatus names every field; a field added to these types must be added to it.
 	for typ, fields := range map[reflect.Type]int{
-		reflect.TypeFor[kubeflowv1.JobStatus](): 5, reflect.TypeFor[kubeflowv1.JobCondition](): 6, reflect.TypeFor[kubeflowv1.ReplicaStatus](): 5,
+		reflect.TypeFor[kubeflowv1.JobStatus](): 5, reflect.TypeFor[kubeflowv1.JobCondition](): 6, reflect.TypeFor[kubeflowv1.ReplicaStatus](): 6,
 	} {
 		if typ.NumField() != fields {
 			t.Errorf("%s has %d fields, sameStatus compares %d: compare the new ones", typ.Name(), typ.NumField(), fields)
@@ -137,6 +137,7 @@ func TestSameStatusIsSemanticEquality(t *testing.T) {
 		"succeeded":                     func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses["Worker"].Succeeded++ },
 		"failed":                        func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses["Worker"].Failed++ },
 		"selector":                      func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses["Worker"].Selector = "a=c" },
+		"completed indexes":             func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses["Worker"].CompletedIndexes = "0" },
 		"a label selector":              func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses["PS"].LabelSelector = &metav1.LabelSelector{} },
 		"start time":                    func(s *kubeflowv1.JobStatus) { s.StartTime = at(9) },
 		"no start time":                 func(s *kubeflowv1.JobStatus) { s.StartTime = nil },

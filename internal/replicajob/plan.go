@@ -79,6 +79,8 @@ type planner struct {
 	kids children
 	plan *Plan
 	in   Inputs
+	// completed are the indexes, by replica type, whose pod succeeded: in the status read, or now.
+	completed map[kubeflowv1.ReplicaType]indexSet
 }
 
 // Inputs are what a plan decides from besides the job: its children seen now and what the
@@ -269,6 +271,11 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 	spec := p.job.GetReplicaSpecs()[rtype]
 	n := int(framework.NumReplicas(spec))
 	count := framework.ReplicaCount{Replicas: int32(n)}
+	done := completedOf(p.job.GetJobStatus(), rtype, n)
+	if done == nil {
+		done = indexSet{}
+	}
+	p.setCompleted(rtype, done)
 	for index, pod := range p.kids.pods[rtype] {
 		if index >= n {
 			p.deletePod(pod)
@@ -292,6 +299,13 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 		if replaced && (pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "") {
 			seen.comeBack(rtype)
+		}
+		if pod == nil && done[index] {
+			// Its pod succeeded and is gone since (pod GC, a node removed): finished work is
+			// never run again.
+			count.Succeeded++
+			count.Index0Succeeded = count.Index0Succeeded || index == 0
+			continue
 		}
 		if pod == nil {
 			desired, err := desiredPod(p.fw, p.job, rtype, index)
@@ -325,6 +339,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.running(rtype, index)
 		case corev1.PodSucceeded:
 			count.Succeeded++
+			done[index] = true
 			count.Index0Succeeded = count.Index0Succeeded || (index == 0 && exitCode(mainContainer(p.fw, p.job, rtype), pod) == 0)
 		case corev1.PodFailed:
 			count.Failed++
@@ -588,11 +603,23 @@ func (p *planner) setReplicaStatuses(replicas framework.Replicas) {
 	for _, rtype := range p.specTypes() {
 		c := replicas[rtype]
 		rs := &kubeflowv1.ReplicaStatus{Active: c.Active, Succeeded: c.Succeeded, Failed: c.Failed}
+		if done := p.completed[rtype]; len(done) > 0 {
+			rs.CompletedIndexes = done.String()
+		} else if was := p.job.GetJobStatus().ReplicaStatuses[rtype]; was != nil && p.completed == nil {
+			rs.CompletedIndexes = was.CompletedIndexes // not planned now (suspended): kept
+		}
 		if p.fw.ScaleSelector {
 			rs.Selector = typeSelector(p.fw, p.job, rtype)
 		}
 		st.ReplicaStatuses[rtype] = rs
 	}
+}
+
+func (p *planner) setCompleted(rtype kubeflowv1.ReplicaType, done indexSet) {
+	if p.completed == nil {
+		p.completed = map[kubeflowv1.ReplicaType]indexSet{}
+	}
+	p.completed[rtype] = done
 }
 
 func (p *planner) requeueAt(t time.Time) {

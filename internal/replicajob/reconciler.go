@@ -261,7 +261,7 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pen
 		r.pending.Store(key, pending)
 	}
 	due := pending.since.Add(countsIntervals * r.opts.StatusInterval)
-	if conditionsTurned(old, &p.Status) {
+	if conditionsTurned(old, &p.Status) || completedGrew(old, &p.Status) {
 		if pending.turned.IsZero() {
 			pending.turned = now
 			r.pending.Store(key, pending)

@@ -40,8 +40,10 @@ func TestStatusWait(t *testing.T) {
 		{"then it is due", func() {}, 6 * time.Second, 0},
 		{"after that write, counts alone wait ten intervals", func() { write(); w.pod("PS", 0, corev1.PodRunning, 0) },
 			7 * time.Second, 10 * time.Second},
-		{"counts seen meanwhile join the same write", func() { w.pod("Worker", 1, corev1.PodSucceeded, 0) },
+		{"counts seen meanwhile join the same write", func() { w.pod("Worker", 1, corev1.PodRunning, 0) },
 			10 * time.Second, 7 * time.Second},
+		{"a worker succeeds: its index is written within an interval (it must never run again)", func() { w.pod("Worker", 1, corev1.PodSucceeded, 0) },
+			10 * time.Second, time.Second},
 		{"worker 0 succeeds: the job finishes, written at once", func() { w.pod("Worker", 0, corev1.PodSucceeded, 0) },
 			11 * time.Second, 0},
 	}

@@ -192,6 +192,12 @@ type ReplicaStatus struct {
 	// Selector is the label selector of this role's pods, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+	// CompletedIndexes are the replica indexes whose pod succeeded, in the batch Job's text form
+	// ("0,2-4"): kiln never runs such an index again, even when its pod is gone before the job
+	// ends (pod garbage collection, a node removed, a deletion by hand). kiln's addition to
+	// Kubeflow's status.
+	// +optional
+	CompletedIndexes string `json:"completedIndexes,omitempty"`
 }
 
 // JobStatus is the observed state of a training job.

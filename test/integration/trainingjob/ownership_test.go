@@ -169,3 +169,38 @@ func TestPyJobSaysWhenItsBatchJobIsRefused(t *testing.T) {
 		return fmt.Errorf("no Refused event among %d", len(events.Items))
 	})
 }
+
+// A replica whose pod succeeded is never run again: when that pod goes before the job ends (pod
+// GC, a node removed, a deletion by hand), the index stays completed in replicaStatuses and gets
+// no new pod, and the job still succeeds. (It used to get a new pod: the training ran again.)
+func TestFinishedReplicasDoNotRunAgain(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.JAXJob("once", ns).Replicas("Worker", 2).Obj())
+	pods := waitPods(t, job, 2)
+	runAll(t, pods)
+	env.Exit(t, &pods[1], 0)
+	testenv.Eventually(t, func() error {
+		rs := get(t, job).GetJobStatus().ReplicaStatuses["Worker"]
+		if rs == nil || rs.CompletedIndexes != "1" {
+			return fmt.Errorf("Worker status %+v, want index 1 completed", rs)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(context.Background(), &pods[1]); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Consistently(t, func() error {
+		for _, p := range jobPods(t, job) {
+			if p.Name == "once-worker-1" {
+				return fmt.Errorf("the finished replica runs again: pod %s (uid %s)", p.Name, p.UID)
+			}
+		}
+		return nil
+	})
+	env.Exit(t, env.Pod(t, ns, "once-worker-0"), 0)
+	done := waitCondition(t, job, kubeflowv1.JobSucceeded)
+	if rs := done.GetJobStatus().ReplicaStatuses["Worker"]; rs.Succeeded != 2 || rs.CompletedIndexes != "0,1" {
+		t.Errorf("Worker status %+v, want 2 succeeded, indexes 0,1", rs)
+	}
+}
