@@ -122,7 +122,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, gangErr
 	}
 	var bj *batchv1.Job
-	if problem.reason == "" && g.CreatePods {
+	lost, err := r.runLost(ctx, &job)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if problem.reason == "" && g.CreatePods && !lost {
 		existing := &batchv1.Job{}
 		desired := desiredJob(&job)
 		if r.gang != nil && distributed(&job) {
@@ -144,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.writeStatus(ctx, &job, observed{job: bj, problem: problem, waiting: g.Waiting, reusedClaim: reused, refused: refused}); err != nil {
+	if err := r.writeStatus(ctx, &job, observed{job: bj, problem: problem, waiting: g.Waiting, reusedClaim: reused, refused: refused, lost: lost}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if gangErr != nil {
@@ -158,6 +162,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		res.RequeueAfter = recheck
 	}
 	return res, err
+}
+
+// runLost says whether the PyJob's batch Job started (the status says when) and is gone before
+// kiln recorded how it ended: kiln down meanwhile, a TTL of 0 set by a policy. Such a run is never
+// started again; its verdict comes from the pods that are left, if they tell it.
+func (r *Reconciler) runLost(ctx context.Context, job *trainingv1alpha1.PyJob) (bool, error) {
+	if job.Status.StartTime == nil {
+		return false, nil
+	}
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // A batch Job gets refusalGrace to create its workers before kiln reads why it has not; while

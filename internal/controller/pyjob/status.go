@@ -29,6 +29,8 @@ type observed struct {
 	reusedClaim *corev1.PersistentVolumeClaim
 	// refused is why the batch Job's controller cannot create the workers (a quota, a policy).
 	refused string
+	// lost says the batch Job started and is gone before its verdict was recorded (runLost).
+	lost bool
 }
 
 // ConditionPodsRefused says the cluster refuses to create the run's workers (a quota, an
@@ -73,6 +75,9 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 		}
 		phase, reason, msg = phaseOf(job, bj, o.pods)
 	}
+	if o.lost {
+		phase, reason, msg = lostVerdict(job, o.pods)
+	}
 	if o.waiting != "" && phase == trainingv1alpha1.PyJobPending {
 		phase, reason, msg = trainingv1alpha1.PyJobPending, "WaitingForGang", o.waiting
 	}
@@ -102,6 +107,23 @@ func status(job *trainingv1alpha1.PyJob, o observed, now metav1.Time) trainingv1
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	return st
+}
+
+// lostVerdict is how a run whose batch Job is gone ended, as far as its pods still tell: succeeded
+// when every worker's pod did, otherwise failed, saying that its end is unknown — never run again.
+func lostVerdict(job *trainingv1alpha1.PyJob, pods []corev1.Pod) (trainingv1alpha1.PyJobPhase, string, string) {
+	var succeeded int32
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded {
+			succeeded++
+		}
+	}
+	if succeeded >= job.Spec.Workers {
+		return trainingv1alpha1.PyJobSucceeded, "Completed", fmt.Sprintf("the batch Job %s is gone; its %d succeeded worker pod(s) say the run completed", job.Name, succeeded)
+	}
+	return trainingv1alpha1.PyJobFailed, "BatchJobGone", fmt.Sprintf(
+		"the batch Job %s started and was deleted before kiln saw how it ended, and no pod shows it (%d of %d workers succeeded): kiln does not run it again; delete and re-create the PyJob to run it again",
+		job.Name, succeeded, job.Spec.Workers)
 }
 
 func phaseOf(job *trainingv1alpha1.PyJob, bj *batchv1.Job, pods []corev1.Pod) (trainingv1alpha1.PyJobPhase, string, string) {

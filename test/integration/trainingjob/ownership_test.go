@@ -204,3 +204,50 @@ func TestFinishedReplicasDoNotRunAgain(t *testing.T) {
 		t.Errorf("Worker status %+v, want 2 succeeded, indexes 0,1", rs)
 	}
 }
+
+// A PyJob whose batch Job started and vanished before kiln recorded how it ended (kiln down
+// meanwhile, a TTL of 0 set by a policy) gets no new batch Job: with no pod left to tell the
+// verdict, it fails saying so. (It used to get a new batch Job: the training ran again.)
+func TestAPyJobWhoseRunVanishedIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	p := builder.PyJob("vanished", ns)
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(p)
+	bj := &batchv1.Job{}
+	testenv.Eventually(t, func() error { // the batch Job controller starts it
+		if err := env.Client.Get(ctx, key, bj); err != nil {
+			return err
+		}
+		start := metav1.Now()
+		bj.Status.StartTime, bj.Status.Active = &start, 1
+		return env.Client.Status().Update(ctx, bj)
+	})
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(ctx, key, p); err != nil {
+			return err
+		}
+		if p.Status.StartTime == nil {
+			return fmt.Errorf("no startTime in the PyJob's status yet")
+		}
+		return nil
+	})
+	uid := bj.UID
+	if err := env.Client.Delete(ctx, bj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	done := waitPyJobPhase(t, key, trainingv1alpha1.PyJobFailed)
+	if !strings.Contains(done.Status.Message, "kiln does not run it again") {
+		t.Errorf("message %q, want one saying the run is not started again", done.Status.Message)
+	}
+	testenv.Consistently(t, func() error {
+		again := &batchv1.Job{}
+		if err := env.Client.Get(ctx, key, again); err == nil && again.UID != uid {
+			return fmt.Errorf("a new batch Job %s runs the training again", again.UID)
+		}
+		return nil
+	})
+}
