@@ -94,6 +94,23 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 	return nil
 }
 
+// Get reads the parent's object of obj's name into obj, from the cache alone: false when there is
+// none, or one the parent does not control (what a status reports on is only ever its own).
+func (k Kit) Get(ctx context.Context, parent, obj client.Object) (bool, error) {
+	cache := client.Reader(k.Client)
+	if k.Cached != nil {
+		cache = k.Cached(obj)
+	}
+	err := cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return metav1.IsControlledBy(obj, parent), nil
+}
+
 // Check is a *Conflict when an object of obj's name exists that parent does not control: what
 // Apply would refuse, for a caller that checks every object before it applies any.
 func (k Kit) Check(ctx context.Context, parent, obj client.Object) error {

@@ -453,12 +453,11 @@ func optional(isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKin
 }
 
 func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {
-	d := &appsv1.Deployment{}
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: predictorName(isvc, version)}, d)
-	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(d, isvc)) {
-		return nil, nil
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: isvc.Namespace, Name: predictorName(isvc, version)}}
+	if ok, err := r.kit.Get(ctx, isvc, d); !ok || err != nil {
+		return nil, err
 	}
-	return d, err
+	return d, nil
 }
 
 // interceptorRouteReady says whether the KEDA HTTP add-on reports the InferenceService's
@@ -496,11 +495,9 @@ func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.In
 // cache; nil when there is none or it is not the InferenceService's.
 func (r *Reconciler) ownedOptional(ctx context.Context, isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	o := newOptional(gvk)
-	err := r.owned.Get(ctx, client.ObjectKey{Namespace: isvc.Namespace, Name: isvc.Name}, o)
-	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(o, isvc)) {
-		return nil, nil
-	}
-	if err != nil {
+	o.SetNamespace(isvc.Namespace)
+	o.SetName(isvc.Name)
+	if ok, err := r.kit.Get(ctx, isvc, o); !ok || err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -237,13 +237,11 @@ func (r *Reconciler) finish(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	if _, err := r.syncGroup(ctx, job); err != nil {
 		return reconcile.Result{}, err
 	}
-	bj := &batchv1.Job{}
-	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(job), bj); {
-	case apierrors.IsNotFound(err):
-		bj = nil
+	bj := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
+	switch ok, err := r.kit.Get(ctx, job, bj); {
 	case err != nil:
 		return reconcile.Result{}, err
-	case !metav1.IsControlledBy(bj, job):
+	case !ok:
 		bj = nil
 	}
 	if err := r.writeStatus(ctx, job, observed{job: bj}); err != nil {

@@ -1,0 +1,38 @@
+package replicajob
+
+// The suspend policy.
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/kueue"
+)
+
+// suspend deletes every pod and service (whatever cleanPodPolicy says: that is what suspending
+// is for) and reports the job Suspended.
+func (p *planner) suspend() {
+	for _, pods := range p.kids.pods {
+		for _, pod := range pods {
+			p.deletePod(pod)
+		}
+	}
+	for _, svcs := range p.kids.services {
+		for _, svc := range svcs {
+			p.deleteService(svc)
+		}
+	}
+	p.deleteStrays()
+	msg := fmt.Sprintf("%s %s is suspended.", p.fw.Kind, p.job.GetName())
+	if queued := kueue.Waiting(p.job.GetLabels()); queued != "" { // Kueue suspends what it queues
+		msg = fmt.Sprintf("%s %s is suspended; %s.", p.fw.Kind, p.job.GetName(), queued)
+	}
+	if hasCondition(&p.plan.Status, kubeflowv1.JobRunning) {
+		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionFalse, "Suspended", msg)
+	}
+	p.setCondition(kubeflowv1.JobSuspended, corev1.ConditionTrue, "Suspended", msg)
+	p.setReplicaStatuses(framework.Replicas{})
+}
