@@ -22,14 +22,14 @@ import (
 // retry must be recorded before the pod goes), then deletions, then creations, each group
 // concurrently. It returns Warning events for what failed, and the errors.
 func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
-	r.expect.expect(key, uid, p, r.clock.Now())
+	r.mem.expect(key, uid, p, r.clock.Now())
 	var errs []error
 	for _, m := range p.MarkRestarts {
 		if err := r.markRestart(ctx, m); err != nil {
 			errs = append(errs, err)
 			// Without the mark the pod's failure would be forgotten: keep the pod for the next try.
 			p.DeletePods = without(p.DeletePods, m.PodUID)
-			r.expect.failed(key, "", types.UID(m.PodUID))
+			r.mem.failed(key, "", types.UID(m.PodUID))
 		}
 	}
 	var events []Event
@@ -41,7 +41,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 			err := r.writes.delete(ctx, o)
 			end(err)
 			if err != nil {
-				r.expect.failed(key, "", o.GetUID())
+				r.mem.failed(key, "", o.GetUID())
 			}
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				return nil // gone already, or replaced by a newer object of the same name
@@ -58,7 +58,7 @@ func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid 
 			err := r.writes.create(ctx, o)
 			end(err)
 			if err != nil {
-				r.expect.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")
+				r.mem.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")
 			}
 			if apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("%s %s already exists and is not controlled by this job: delete or rename it", strings.ToLower(kind), o.GetName())

@@ -1,7 +1,6 @@
 package replicajob
 
 import (
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,17 +11,12 @@ import (
 // (say, a pod created and deleted by someone else before the cache saw it) the job goes on.
 const expectationsTimeout = 2 * time.Minute
 
-// expectations remember, per job, the writes whose effect the informer cache has not shown yet.
-// A job is not planned again until the cache reflects them: planning from a stale cache could
-// count a replaced pod twice or miss a restart. Deterministic names make a second create of the
-// same replica fail with AlreadyExists anyway; expectations keep the counting right.
-type expectations struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName]*pending
-}
-
+// Expectations are the writes of a job whose effect the informer cache has not shown yet, kept
+// in the job's memory (jobMemory.expected). A job is not planned again until the cache reflects
+// them: planning from a stale cache could count a replaced pod twice or miss a restart.
+// Deterministic names make a second create of the same replica fail with AlreadyExists anyway;
+// expectations keep the counting right.
 type pending struct {
-	uid types.UID
 	// statusBase is the resourceVersion our last status write was based on: while the cache still
 	// shows the job at that version, it has not seen the write.
 	statusBase string
@@ -32,13 +26,9 @@ type pending struct {
 	restarts   map[string]string  // service name -> AnnotationRestartedPod value written
 }
 
-func newExpectations() *expectations {
-	return &expectations{jobs: map[types.NamespacedName]*pending{}}
-}
-
 // expect records the writes of a plan before they are made.
-func (e *expectations) expect(key types.NamespacedName, uid types.UID, p *Plan, now time.Time) {
-	w := newPending(uid, now)
+func (m *memory) expect(key types.NamespacedName, uid types.UID, p *Plan, now time.Time) {
+	w := newPending(now)
 	for _, pod := range p.CreatePods {
 		w.creates["pod/"+pod.Name] = true
 	}
@@ -57,25 +47,25 @@ func (e *expectations) expect(key types.NamespacedName, uid types.UID, p *Plan, 
 	if w.empty() {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.jobs[key] = w
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entry(key, uid).expected = w
 }
 
 // statusWritten records that the job's status was written on top of resourceVersion base.
-func (e *expectations) statusWritten(key types.NamespacedName, uid types.UID, base string, now time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	w := e.jobs[key]
-	if w == nil {
-		w = newPending(uid, now)
-		e.jobs[key] = w
+func (m *memory) statusWritten(key types.NamespacedName, uid types.UID, base string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.entry(key, uid)
+	if j.expected == nil {
+		j.expected = newPending(now)
 	}
-	w.statusBase = base
+	j.expected.statusBase = base
+	j.status = pendingStatus{}
 }
 
-func newPending(uid types.UID, now time.Time) *pending {
-	return &pending{uid: uid, since: now, creates: map[string]bool{}, deletes: map[types.UID]bool{}, restarts: map[string]string{}}
+func newPending(now time.Time) *pending {
+	return &pending{since: now, creates: map[string]bool{}, deletes: map[types.UID]bool{}, restarts: map[string]string{}}
 }
 
 func (w *pending) empty() bool {
@@ -83,11 +73,11 @@ func (w *pending) empty() bool {
 }
 
 // failed forgets an expectation whose write did not happen.
-func (e *expectations) failed(key types.NamespacedName, create string, deleted types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if w := e.jobs[key]; w != nil {
-		forgetWrite(w, create, deleted)
+func (m *memory) failed(key types.NamespacedName, create string, deleted types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j := m.jobs[key]; j != nil && j.expected != nil {
+		forgetWrite(j.expected, create, deleted)
 	}
 }
 
@@ -102,15 +92,16 @@ func forgetWrite(w *pending, create string, uid types.UID) {
 
 // satisfied reports whether the cache shows every write recorded for the job (with this UID and
 // resourceVersion).
-func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, rv string, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	w := e.jobs[key]
-	if w == nil {
+func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.jobs[key]
+	if j == nil || j.uid != uid || j.expected == nil {
 		return true
 	}
-	if w.uid != uid || now.Sub(w.since) > expectationsTimeout {
-		delete(e.jobs, key)
+	w := j.expected
+	if now.Sub(w.since) > expectationsTimeout {
+		j.expected = nil
 		return true
 	}
 	if w.statusBase != "" && w.statusBase != rv {
@@ -140,13 +131,6 @@ func (e *expectations) satisfied(key types.NamespacedName, uid types.UID, rv str
 	if !w.empty() {
 		return false
 	}
-	delete(e.jobs, key)
+	j.expected = nil
 	return true
-}
-
-// forget drops what is recorded for a job that is gone.
-func (e *expectations) forget(key types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.jobs, key)
 }

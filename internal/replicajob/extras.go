@@ -33,7 +33,7 @@ const fieldManager = "kiln"
 // no request per reconcile; a restart syncs every job once). An extra's Wanted turning false
 // deletes it. Both go through owned.Kit: an object of an extra's name that the job does not
 // control is neither taken over nor deleted, and comes back as an *owned.Conflict.
-func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan) error {
+func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) error {
 	var extras []framework.Extra
 	if r.fw.Extras != nil {
 		state := framework.State{Active: !isFinished(&p.Status) && !isSuspended(job), Running: p.Running}
@@ -55,9 +55,8 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 	if err != nil {
 		return fmt.Errorf("building the extras of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
-	synced := syncedState{uid: job.GetUID(), sum: sha256.Sum256(built)}
-	name := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	if v, ok := r.extrasSynced.Load(name); ok && v.(syncedState) == synced {
+	sum := sha256.Sum256(built)
+	if mem.extras == sum {
 		return nil
 	}
 	for _, e := range extras {
@@ -71,7 +70,7 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, p *Plan)
 			return err
 		}
 	}
-	r.extrasSynced.Store(name, synced)
+	r.mem.update(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID(), func(j *jobMemory) { j.extras = sum })
 	return nil
 }
 
@@ -88,21 +87,10 @@ func (r *Reconciler) own(o metav1.Object, job framework.Job) {
 	o.SetLabels(labels)
 }
 
-// syncedState is what a job's extras or secrets were last synced for: its UID and a digest of
-// what was built (secrets: none).
-type syncedState struct {
-	uid types.UID
-	sum [sha256.Size]byte
-}
-
 // createSecrets creates the framework's secrets of a job once per process; AlreadyExists means an
 // earlier reconcile (or process) created them. Finished jobs need none.
-func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Plan) error {
-	if r.fw.Secrets == nil || isFinished(&p.Status) {
-		return nil
-	}
-	name := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	if v, ok := r.secretsCreated.Load(name); ok && v.(syncedState).uid == job.GetUID() {
+func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) error {
+	if r.fw.Secrets == nil || isFinished(&p.Status) || mem.secretsCreated {
 		return nil
 	}
 	secrets, err := r.fw.Secrets(job)
@@ -118,7 +106,7 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, p *Pl
 			return fmt.Errorf("creating secret %s of %s %s: %w", s.Name, r.fw.Kind, job.GetName(), err)
 		}
 	}
-	r.secretsCreated.Store(name, syncedState{uid: job.GetUID()})
+	r.mem.update(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID(), func(j *jobMemory) { j.secretsCreated = true })
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/utils/ptr"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,51 +72,27 @@ type Reconciler struct {
 	recorder recorder.EventRecorder
 	clock    clock.PassiveClock
 	opts     Options
-	expect   *expectations
-	// pending is when each job's unwritten status change was first seen (see statusWait).
-	pending sync.Map // types.NamespacedName -> pendingStatus
-	// extrasSynced is what each job's extras were last synced for (see syncExtras).
-	extrasSynced sync.Map // types.NamespacedName -> syncedState
-	// secretsCreated holds the jobs whose secrets this process created (see createSecrets).
-	secretsCreated sync.Map // types.NamespacedName -> syncedState
+	// mem is what the engine remembers of each job between reconciles (memory.go).
+	mem *memory
 	// gang keeps the groups of ganged jobs; nil without gang scheduling.
 	gang *gang.Keeper
-	// carried holds each job's last Plan.Carried: retry counts of kinds without services between
-	// a failed pod's deletion and its replacement's creation (see AnnotationRestarts).
-	carried sync.Map // types.NamespacedName -> carriedRestarts
-	// refused is why the apiserver last refused to create a job's pods (a quota, an admission
-	// policy), until a creation succeeds: the next plan says it in the status.
-	refused sync.Map // types.NamespacedName -> refusal
-}
-
-// refusal is a job's last refused pod creation.
-type refusal struct {
-	uid types.UID
-	why string
 }
 
 // noteRefusal keeps (err != nil) or forgets what refused a job's pods.
 func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err error) {
-	if err == nil {
-		r.refused.Delete(key)
-		return
-	}
-	r.refused.Store(key, refusal{uid: uid, why: err.Error()})
-}
-
-// refusedOf is what refused the job's pods when last created, or "".
-func (r *Reconciler) refusedOf(key types.NamespacedName, job framework.Job) string {
-	if v, ok := r.refused.Load(key); ok && v.(refusal).uid == job.GetUID() {
-		return v.(refusal).why
-	}
-	return ""
+	r.mem.update(key, uid, func(j *jobMemory) {
+		j.refused = ""
+		if err != nil {
+			j.refused = err.Error()
+		}
+	})
 }
 
 // NewReconciler returns the reconciler of fw's jobs.
 // reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
 // they are written (see syncExtras).
 func NewReconciler(c client.Client, reader client.Reader, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
-	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, expect: newExpectations(),
+	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, mem: newMemory(),
 		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: fieldManager, ParentKind: fw.Kind,
 			Cached: func(client.Object) client.Reader { return nil }}}
 	if opts.Gang != nil {
@@ -134,12 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	job := r.fw.NewJob()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.expect.forget(req.NamespacedName)
-			r.pending.Delete(req.NamespacedName)
-			r.extrasSynced.Delete(req.NamespacedName)
-			r.secretsCreated.Delete(req.NamespacedName)
-			r.carried.Delete(req.NamespacedName)
-			r.refused.Delete(req.NamespacedName)
+			r.mem.forget(req.NamespacedName)
 			if r.gang != nil {
 				r.gang.Forget(req.NamespacedName)
 			}
@@ -151,33 +121,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	pods, services := r.kids.Of(job.GetUID())
 	now := r.clock.Now()
-	if !r.expect.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
+	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 
-	pending := r.pendingOf(req.NamespacedName, job)
-	var carried map[string]int32
-	if v, ok := r.carried.Load(req.NamespacedName); ok && v.(carriedRestarts).uid == job.GetUID() {
-		carried = v.(carriedRestarts).counts
-	}
+	mem := r.mem.of(req.NamespacedName, job.GetUID())
 	g, gangErr := r.syncGroup(ctx, job, job.GetJobStatus())
-	p, writeErr, err := r.planAndSync(ctx, job, Inputs{Pods: pods, Services: services, Now: now, Seen: pending.since, Carried: carried,
-		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: r.refusedOf(req.NamespacedName, job)})
+	p, writeErr, err := r.planAndSync(ctx, job, mem, Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
+		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: mem.refused})
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	writeErr = errors.Join(gangErr, writeErr)
-	if len(p.Carried) > 0 {
-		r.carried.Store(req.NamespacedName, carriedRestarts{uid: job.GetUID(), counts: p.Carried})
-	} else if carried != nil {
-		r.carried.Delete(req.NamespacedName)
+	if len(p.Carried) > 0 || mem.carried != nil {
+		r.mem.update(req.NamespacedName, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
 	}
 	events, err := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
 	writeErr = errors.Join(writeErr, err)
 	changed := !sameStatus(job.GetJobStatus(), &p.Status)
 	if !changed {
-		r.pending.Delete(req.NamespacedName)
-	} else if wait := r.statusWait(req.NamespacedName, job, pending, p, now); wait > 0 {
+		r.mem.update(req.NamespacedName, job.GetUID(), func(j *jobMemory) { j.status = pendingStatus{} })
+	} else if wait := r.statusWait(req.NamespacedName, job, mem.status, p, now); wait > 0 {
 		// Not yet: the next reconcile plans again and writes what is true then, with its
 		// transitions' events and metrics.
 		r.recordEvents(job, events)
@@ -209,13 +173,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // the pods are still created (the kubelet waits for their volumes) and writeErr retries the
 // reconcile. An extra whose name another object holds holds the pods instead (they would mount
 // that object), and the job says why it waits.
-func (r *Reconciler) planAndSync(ctx context.Context, job framework.Job, in Inputs) (_ *Plan, writeErr, err error) {
+func (r *Reconciler) planAndSync(ctx context.Context, job framework.Job, mem jobMemory, in Inputs) (_ *Plan, writeErr, err error) {
 	p, err := plan(r.fw, job, in)
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
 		return nil, nil, reconcile.TerminalError(err)
 	}
-	writeErr = errors.Join(r.createSecrets(ctx, job, p), r.syncExtras(ctx, job, p))
+	writeErr = errors.Join(r.createSecrets(ctx, job, mem, p), r.syncExtras(ctx, job, mem, p))
 	if c := owned.AsConflict(writeErr); c != nil {
 		in.HoldPods, in.Conflict = true, c.Error()
 		if p, err = plan(r.fw, job, in); err != nil {
@@ -257,39 +221,18 @@ func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pen
 		}
 	}
 	if pending.since.IsZero() {
-		pending = pendingStatus{uid: job.GetUID(), since: now}
-		r.pending.Store(key, pending)
+		pending = pendingStatus{since: now}
+		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.status = pending })
 	}
 	due := pending.since.Add(countsIntervals * r.opts.StatusInterval)
 	if conditionsTurned(old, &p.Status) || completedGrew(old, &p.Status) {
 		if pending.turned.IsZero() {
 			pending.turned = now
-			r.pending.Store(key, pending)
+			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.status = pending })
 		}
 		due = minTime(due, pending.turned.Add(conditionIntervals*r.opts.StatusInterval))
 	}
 	return due.Sub(now)
-}
-
-// carriedRestarts is a job's Plan.Carried.
-type carriedRestarts struct {
-	uid    types.UID
-	counts map[string]int32
-}
-
-// pendingStatus is when a job's unwritten status change was first seen, and when a condition
-// among it first turned.
-type pendingStatus struct {
-	uid           types.UID
-	since, turned time.Time
-}
-
-// pendingOf is the job's pendingStatus; zero if none (or only one of a deleted job of the same name).
-func (r *Reconciler) pendingOf(key types.NamespacedName, job framework.Job) pendingStatus {
-	if v, ok := r.pending.Load(key); ok && v.(pendingStatus).uid == job.GetUID() {
-		return v.(pendingStatus)
-	}
-	return pendingStatus{}
 }
 
 // How many status intervals a change waits, by what changed (see statusWait).
@@ -367,8 +310,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, key types.NamespacedName, 
 	if err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.fw.Kind, job.GetName(), err)
 	}
-	r.expect.statusWritten(key, job.GetUID(), read, r.clock.Now())
-	r.pending.Delete(key)
+	r.mem.statusWritten(key, job.GetUID(), read, r.clock.Now())
 	return nil
 }
 

@@ -13,18 +13,18 @@ import (
 // TestStatusWait follows one job through its life, writing the status whenever statusWait
 // says so, and checks how long each change waits.
 func TestStatusWait(t *testing.T) {
-	r := &Reconciler{opts: Options{StatusInterval: time.Second}}
+	r := &Reconciler{opts: Options{StatusInterval: time.Second}, mem: newMemory()}
 	key := types.NamespacedName{Namespace: "ns", Name: "dist"}
 	w := newWorld(tf, builder.TFJob("dist", "ns").Replicas("PS", 1).Replicas("Worker", 2))
 	at := func(d time.Duration) time.Time { return now.Add(d) }
 	wait := func(when time.Time) time.Duration {
 		t.Helper()
-		return r.statusWait(key, w.job, r.pendingOf(key, w.job), w.plan(t), when)
+		return r.statusWait(key, w.job, r.mem.of(key, w.job.GetUID()).status, w.plan(t), when)
 	}
 	write := func() {
 		t.Helper()
 		*w.job.GetJobStatus() = w.plan(t).Status
-		r.pending.Delete(key)
+		r.mem.statusWritten(key, w.job.GetUID(), "", now)
 	}
 	steps := []struct {
 		name string

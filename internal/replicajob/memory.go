@@ -1,0 +1,83 @@
+package replicajob
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// memory is everything the engine remembers of its jobs between reconciles, beyond what the
+// cluster shows: one entry per job, dropped by forget when the job is gone. An entry belongs to
+// one job (its UID): a new job of the same name starts from nothing. None of it needs to survive a
+// restart: a restarted kiln syncs every job's extras and secrets once, writes pending statuses at
+// once, and waits for no earlier write.
+type memory struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]*jobMemory
+}
+
+// jobMemory is what the engine remembers of one job.
+type jobMemory struct {
+	uid types.UID
+	// expected are the writes the cache has not shown yet (expectations.go); nil: none.
+	expected *pending
+	// status is when the job's unwritten status change was first seen, and when a condition among
+	// it first turned (statusWait).
+	status pendingStatus
+	// extras is a digest of what the job's extras were last synced for (syncExtras); zero: never.
+	extras [sha256.Size]byte
+	// secretsCreated says this process created the job's secrets (createSecrets).
+	secretsCreated bool
+	// carried is the last Plan.Carried: retry counts of kinds without services between a failed
+	// pod's deletion and its replacement's creation (see AnnotationRestarts).
+	carried map[string]int32
+	// refused is why the apiserver last refused to create the job's pods (a quota, an admission
+	// policy), until a creation succeeds: the next plan says it in the status.
+	refused string
+}
+
+// pendingStatus is when a job's unwritten status change was first seen, and when a condition
+// among it first turned.
+type pendingStatus struct {
+	since, turned time.Time
+}
+
+func newMemory() *memory { return &memory{jobs: map[types.NamespacedName]*jobMemory{}} }
+
+// of is a copy of what is remembered of the job of that UID (zero: nothing).
+func (m *memory) of(key types.NamespacedName, uid types.UID) jobMemory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j := m.jobs[key]; j != nil && j.uid == uid {
+		c := *j
+		c.expected = nil // expectations are read through their own methods
+		return c
+	}
+	return jobMemory{uid: uid}
+}
+
+// update changes what is remembered of the job of that UID (starting from nothing for a new job).
+func (m *memory) update(key types.NamespacedName, uid types.UID, change func(*jobMemory)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	change(m.entry(key, uid))
+}
+
+// entry is the job's entry, made anew for a job of another UID; m.mu is held.
+func (m *memory) entry(key types.NamespacedName, uid types.UID) *jobMemory {
+	j := m.jobs[key]
+	if j == nil || j.uid != uid {
+		j = &jobMemory{uid: uid}
+		m.jobs[key] = j
+	}
+	return j
+}
+
+// forget drops everything remembered of a job that is gone.
+func (m *memory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.jobs, key)
+}
