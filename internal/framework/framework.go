@@ -6,6 +6,7 @@ package framework
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,6 +80,9 @@ type Framework struct {
 	// applies the wanted ones, owned by the job, whenever what it built differs from what it last
 	// applied, and deletes the unwanted ones by name. Optional.
 	Extras func(job Job, state State) []Extra
+	// ExtraKinds are the kinds of the Extras, watched (their metadata, by the operator-name label)
+	// so that one deleted while its job runs is made again. Optional.
+	ExtraKinds []schema.GroupVersionKind
 	// Secrets are created once per job, before its pods, and never read, updated or deleted by
 	// kiln (they go with the job, which owns them): key material kiln needs no right to read
 	// back. Built when they are to be created; an existing one of the same name is taken as

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -184,9 +185,15 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	children := replicajob.NewChildEvents(mgr.GetCache(), engine.ChildEventBatch)
+	var extras cache.Cache
+	if len(frameworks) > 0 {
+		if extras, err = replicajob.NewExtrasCache(mgr, o.Namespaces, frameworks); err != nil {
+			return nil, fmt.Errorf("setting up the cache of the jobs' extras: %w", err)
+		}
+	}
 	for _, fw := range frameworks {
 		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
-		if err := r.SetupWithManager(mgr, o.Workers, children); err != nil {
+		if err := r.SetupWithManager(mgr, o.Workers, children, extras); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
 	}

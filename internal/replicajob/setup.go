@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -29,13 +30,16 @@ import (
 // children (one for every kind of the manager), the pods and services they control, which it
 // reads from children too. Status updates are not filtered out: the reconciler waits for the
 // cache to show its own status write, and that event is what wakes it.
-// A gang scheduler's groups are watched too, when the cluster serves them: their state is
+// Its extras' deletions are watched in extras (NewExtrasCache). A gang scheduler's groups are watched too, when the cluster serves them: their state is
 // why a job waits.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents, extras cache.Cache) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
 		For(r.fw.NewJob()).
 		WatchesRawSource(children.Source(r.fw.Kind))
+	for _, s := range r.extraSources(extras) {
+		b = b.WatchesRawSource(s)
+	}
 	if g := r.opts.Gang; g != nil && gang.Served(mgr.GetRESTMapper(), g) {
 		b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
 	}

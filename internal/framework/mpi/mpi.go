@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,6 +81,9 @@ func New(cfg Config) framework.Framework {
 		Extras: func(job framework.Job, s framework.State) []framework.Extra {
 			return extras(cfg, mpiJob(job), s)
 		},
+		// The hostfile ConfigMap; the kubectl-exec mode's ServiceAccount, Role and RoleBinding are
+		// not watched (its install grants no list or watch of them).
+		ExtraKinds: []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap")},
 		Secrets: func(job framework.Job) ([]*corev1.Secret, error) {
 			j := mpiJob(job)
 			if remoteStart(cfg, j) != kubeflowv1.MPIRemoteStartSSH {

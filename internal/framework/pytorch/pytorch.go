@@ -4,7 +4,9 @@
 package pytorch
 
 import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,7 +71,8 @@ func New(cfg Config) framework.Framework {
 		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
 			return outcome(pyTorchJob(job), replicas)
 		},
-		Extras: func(job framework.Job, s framework.State) []framework.Extra { return extras(pyTorchJob(job), s.Active) },
+		Extras:     func(job framework.Job, s framework.State) []framework.Extra { return extras(pyTorchJob(job), s.Active) },
+		ExtraKinds: []schema.GroupVersionKind{autoscalingv2.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler")},
 	}
 }
 

@@ -251,3 +251,27 @@ func TestAPyJobWhoseRunVanishedIsNotRunAgain(t *testing.T) {
 		return nil
 	})
 }
+
+// An extra deleted while its job runs is made again: the engine watches its extras (here MPI's
+// hostfile ConfigMap, which the launcher reads). It used to stay deleted.
+func TestADeletedHostfileComesBack(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := create(t, builder.MPIJob("hosts", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj())
+	waitPods(t, job, 2)
+	cm := &corev1.ConfigMap{}
+	env.Await(t, ns, "hosts-config", cm)
+	if err := env.Client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &corev1.ConfigMap{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), fresh); err != nil {
+			return err
+		}
+		if fresh.UID == cm.UID || fresh.Data["hostfile"] == "" || !metav1.IsControlledBy(fresh, job) {
+			return fmt.Errorf("ConfigMap hosts-config uid %s (deleted %s), hostfile %q, owners %v", fresh.UID, cm.UID, fresh.Data["hostfile"], fresh.OwnerReferences)
+		}
+		return nil
+	})
+}
