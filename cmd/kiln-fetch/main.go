@@ -1,7 +1,8 @@
 // Command kiln-fetch puts an InferenceService's model into a folder before its server starts: the
 // init container of InferenceServices whose model is not on a claim (see internal/modelfetch). It
-// is a binary of its own, in kiln's image beside /kiln, so that the storage SDKs it links (about
-// 30 MiB of memory at start) stay out of the manager.
+// is a binary of its own, in kiln's image beside /kiln, so that the storage SDKs it links, and the
+// memory they take at start, stay out of the manager (measured: docs/performance.md, Measurements
+// behind the code).
 package main
 
 import (

@@ -34,7 +34,8 @@ import (
 // phase, an unschedulable PodScheduled condition, and each container's name, restart count, how
 // it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
 // read, so nothing else is needed. The pod is the informer's freshly decoded one and is slimmed
-// in place: a new one per event was a twentieth of the bytes kiln allocated.
+// in place: a new one per event was a noticeable share of the bytes kiln allocated (measured:
+// docs/performance.md, Measurements behind the code).
 func keepPodStatus(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -98,9 +99,9 @@ func keepServiceMeta(obj any) (any, error) {
 
 // keepLabels is what kiln reads of a cached pod's or service's labels: the replica type and
 // index (the engine groups a job's children by them), or the PyJob's name (PyJob lists its
-// pods by it). Every child of the same replica type and index shares one map: at 10,000 pods
-// and services the labels were a third of the cache, and cached objects are only read (readers
-// get deep copies).
+// pods by it). Every child of the same replica type and index shares one map: with many pods
+// and services the labels were a large share of the cache (measured: docs/performance.md,
+// Measurements behind the code), and cached objects are only read (readOnly: no reader changes them).
 func keepLabels(l map[string]string) map[string]string {
 	if name, ok := l[pyjob.LabelPyJob]; ok {
 		return map[string]string{pyjob.LabelPyJob: name}
@@ -163,8 +164,9 @@ func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 // objects of its own building), and the kubeflow.org jobs (the cache defaults them as they arrive,
 // replicajob.DefaultInCache; the engine plans from them and writes statuses as patches without
 // touching the job it read). A job's
-// reconcile reads the job and lists its children every time it runs; at 1,000 jobs the copies
-// were a fifth of the bytes kiln allocated. What a Get or List returns is a shallow copy: its
+// reconcile reads the job and lists its children every time it runs; in a burst of jobs the
+// copies were a large share of the bytes kiln allocated (measured: docs/performance.md,
+// Measurements behind the code). What a Get or List returns is a shallow copy: its
 // maps, slices and pointers are the cache's, and must not be changed.
 var readOnly = true
 

@@ -225,7 +225,8 @@ func (c *ChildEvents) enqueue(o client.Object, ref *metav1.OwnerReference) {
 // resourceVersion. Most pod updates change nothing the manager's cache keeps of a pod (its
 // binding to a node, its conditions turning True, its containers becoming ready), and
 // reconciling the job for them would plan the same thing again. (reflect.DeepEqual:
-// equality.Semantic's is four times slower on a pod.)
+// equality.Semantic's is much slower on a pod; measured: docs/performance.md, Measurements
+// behind the code.)
 func sameButVersion(old, new client.Object) bool {
 	switch o := old.(type) {
 	case *corev1.Pod:

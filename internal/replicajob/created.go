@@ -21,9 +21,10 @@ import (
 
 // createdWriter writes a new job's Created condition (with startTime, unless it is suspended) as
 // soon as it sees the job, in a queue of its own: the reconcile that creates the job's pods also
-// writes Created, but in a burst of new jobs it waits behind the other jobs' pod creation (30 s
-// at p50 for 1,000 jobs), and Kubeflow's clients, kubectl and the SDK's is_job_created expect it
-// at once. Only one of the two writes lands: both are guarded by the resourceVersion they read.
+// writes Created, but in a burst of new jobs it waits behind the other jobs' pod creation (tens
+// of seconds for half the jobs of a large burst; measured: docs/performance.md, Measurements
+// behind the code), and Kubeflow's clients, kubectl and the SDK's is_job_created expect it at
+// once. Only one of the two writes lands: both are guarded by the resourceVersion they read.
 type createdWriter struct{ r *Reconciler }
 
 func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -61,7 +62,8 @@ func needsCreated(job framework.Job) bool {
 // setupCreatedWriter registers the createdWriter of the reconciler's kind: it hears only of jobs
 // created without a Created condition. Each of its reconciles is one write, so it has as many in
 // flight as one reconcile of a job has (Options.Parallelism): with the reconcile's workers only, a
-// burst of 1,000 jobs waited 9 s at the mean in its queue for 0.2 s of work each.
+// burst of jobs waited in its queue far longer than each write took (measured:
+// docs/performance.md, Measurements behind the code).
 func (r *Reconciler) setupCreatedWriter(mgr ctrl.Manager, workers int) error {
 	onlyNew := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return needsCreated(e.Object.(framework.Job)) },

@@ -80,9 +80,10 @@ func setDefaultPort(fw framework.Framework, spec *corev1.PodSpec) {
 
 // DefaultInCache is the manager's cache transform of fw's jobs: each job is defaulted (and its
 // managedFields dropped) once, as it arrives, and every reconcile plans the job as the cache keeps
-// it. Defaulting a copy at every reconcile instead was 7 % of the bytes kiln allocated (13 or 14
-// reconciles per job in the benchmark, each copying the job's pod templates). The reconciler
-// reads jobs only from this cache, and never changes one.
+// it. Defaulting a copy at every reconcile instead was a noticeable share of the bytes kiln
+// allocated (a job is reconciled several times, each time copying its pod templates; measured:
+// docs/performance.md, Measurements behind the code). The reconciler reads jobs only from this
+// cache, and never changes one.
 func DefaultInCache(fw framework.Framework, cleanPodPolicy kubeflowv1.CleanPodPolicy) func(any) (any, error) {
 	return func(obj any) (any, error) {
 		if job, ok := obj.(framework.Job); ok {

@@ -205,11 +205,12 @@ func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 // statusWait is how long the plan's changed status must wait before it is written: zero when
 // it finishes the job, and for a new job's Created (Kubeflow's clients, kubectl and the SDK's
 // is_job_created, expect it at once; paced, it waited in the queue behind other jobs' pod
-// creation: 14 s at p50 in a 200-job burst). Otherwise the write waits countsIntervals from when
-// other changes (replica counts) were first seen, and at most conditionIntervals from when a
-// condition turned; changes seen meanwhile join the same write. Pods starting one after another
-// thus make one write, and a job's writes are one per condition that turns plus the replica
-// counts' while it runs. pending is the job's pendingStatus as the reconcile found it.
+// creation, for seconds in a burst; measured: docs/performance.md, Measurements behind the code).
+// Otherwise the write waits countsIntervals from when other changes (replica counts) were first
+// seen, and at most conditionIntervals from when a condition turned; changes seen meanwhile join
+// the same write. Pods starting one after another thus make one write, and a job's writes are one
+// per condition that turns plus the replica counts' while it runs. pending is the job's
+// pendingStatus as the reconcile found it.
 func (r *Reconciler) statusWait(key types.NamespacedName, job framework.Job, pending pendingStatus, p *Plan, now time.Time) time.Duration {
 	old := job.GetJobStatus()
 	if r.opts.StatusInterval <= 0 || getCondition(old, kubeflowv1.JobCreated) == nil {

@@ -19,8 +19,8 @@ import (
 // childWriter creates and deletes a job's pods and services. The engine learns what it wrote
 // from the cache, never from the apiserver's answer, so the writer asks for the object's metadata
 // only in return and does not decode it: controller-runtime's client decodes every answer, and a
-// deletion's twice more (to JSON and back) — a third of a millisecond of kiln's CPU per deleted
-// pod, and writing pods and services took half the CPU it takes now.
+// deletion's twice more (to JSON and back): decoding was a large part of the CPU kiln spent
+// writing pods and services (measured: docs/performance.md, Measurements behind the code).
 type childWriter struct{ core rest.Interface }
 
 // newChildWriter writes through the manager's connection (cfg and its HTTP client), in protobuf.

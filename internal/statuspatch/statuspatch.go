@@ -39,8 +39,9 @@ type Writer struct {
 const MetadataOnly = runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1," + runtime.ContentTypeJSON
 
 // Send sends a write whose answer kiln does not read and reads that answer to its end without
-// keeping it (io.ReadAll of each answer, as Do does, was 4 % of the bytes kiln allocated). An
-// error answer comes back as the apiserver's error, as from Do.
+// keeping it (io.ReadAll of each answer, as Do does, was a noticeable share of the bytes kiln
+// allocated; measured: docs/performance.md, Measurements behind the code). An error answer
+// comes back as the apiserver's error, as from Do.
 func Send(ctx context.Context, req *rest.Request) error {
 	body, err := req.Stream(ctx)
 	if err != nil {
@@ -97,7 +98,8 @@ func (w *Writer) resourceName() (string, error) {
 // compares the resourceVersion it sets with the object's and answers Conflict if they differ.
 // The whole status is written: the CRD's schema holds only fields kiln's types know, so there is
 // nothing else in it to keep. (A merge patch of what changed cost twice the encoding, plus
-// decoding both statuses again to diff them: about 60 µs of kiln's CPU per write.)
+// decoding both statuses again to diff them: a real cost in kiln's CPU at every write; measured:
+// docs/performance.md, Measurements behind the code.)
 func Patch(resourceVersion string, status any) ([]byte, error) {
 	value, err := json.Marshal(status)
 	if err != nil {

@@ -1,8 +1,9 @@
 // Package watchtrim takes out of the apiserver's protobuf watch streams what kiln's cache would
 // throw away as soon as it had decoded it: the spec and the managedFields of the kinds it is
-// given (pods and services). The apiserver cannot leave fields out of what it sends; in the
-// benchmark's 1,000 jobs, decoding them was a third of a second of kiln's CPU and a fifth of the
-// bytes it allocated (BenchmarkDecodePodEvents: about 40 % less time per event, half the bytes).
+// given (pods and services). The apiserver cannot leave fields out of what it sends; in a burst
+// of jobs, decoding them cost kiln CPU and was a large share of the bytes it allocated, and a
+// trimmed event takes much less time and far fewer bytes to decode (BenchmarkDecodePodEvents;
+// measured: docs/performance.md, Measurements behind the code).
 //
 // Each event is rewritten before client-go reads it, so client-go decodes the same object with
 // those fields empty. Anything else (error events, other kinds, JSON, an event that does not
