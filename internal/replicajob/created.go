@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,17 +34,11 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if !needsCreated(job) {
 		return reconcile.Result{}, nil
 	}
-	// What the job's first reconcile would write but for what its pods do: Created, startTime and
-	// replica counts of zero (so that reconcile has nothing to add until a pod runs).
-	now := metav1.NewTime(r.clock.Now())
-	p := &planner{fw: r.fw, job: job, now: now, plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}}
-	setCondition(&p.plan.Status, kubeflowv1.JobCondition{Type: kubeflowv1.JobCreated, Status: corev1.ConditionTrue,
-		Reason: r.fw.Kind + "Created", Message: createdMessage(r.fw, job.GetName())}, now)
-	if p.plan.Status.StartTime == nil && !isSuspended(job) {
-		p.plan.Status.StartTime = &now
+	p, err := plan(r.fw, job, Inputs{Now: r.clock.Now(), CreatedOnly: true})
+	if err != nil {
+		return reconcile.Result{}, nil // the job's own reconcile says why
 	}
-	p.setReplicaStatuses(framework.Replicas{})
-	if err := r.patchStatus(ctx, req.NamespacedName, job, p.plan.Status); err != nil {
+	if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
 		// The job's own reconcile wrote first (a conflict), or will write it: nothing is lost.
 		return reconcile.Result{}, nil
 	}

@@ -100,6 +100,10 @@ type Inputs struct {
 	Refused string
 	// Conflict says which object in the way of the job's extras holds its pods ("": none).
 	Conflict string
+	// CreatedOnly plans only what a new job's first write says: Created, startTime (unless it is
+	// suspended) and replica counts of zero, so the reconcile that creates its pods has nothing to
+	// add until a pod runs (see createdWriter).
+	CreatedOnly bool
 }
 
 // plan decides one reconcile of a defaulted job from what it sees now.
@@ -114,6 +118,13 @@ func plan(fw framework.Framework, job framework.Job, in Inputs) (*Plan, error) {
 	}
 	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", createdMessage(fw, job.GetName()))
 	defer p.sayWhyItWaits()
+	if in.CreatedOnly {
+		if p.plan.Status.StartTime == nil && !isSuspended(job) {
+			p.plan.Status.StartTime = &p.now
+		}
+		p.setReplicaStatuses(framework.Replicas{})
+		return p.plan, nil
+	}
 	invalid, _ := Validate(fw, job, nil)
 	switch {
 	case isFinished(&p.plan.Status):

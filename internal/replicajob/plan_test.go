@@ -468,3 +468,24 @@ func TestPlanSaysWhyTheGangWaits(t *testing.T) {
 		t.Error("a changed Created message must be written like a condition that turned")
 	}
 }
+
+// The Created writer's plan is the first write of a new job and nothing else: Created, the
+// startTime, replica counts of zero, and no pod or service.
+func TestCreatedOnlyPlansTheFirstWriteAlone(t *testing.T) {
+	job := builder.TFJob("dist", "ns").Replicas("PS", 1).Replicas("Worker", 2).Obj()
+	Default(tf, job, "")
+	p, err := plan(tf, job, Inputs{Now: now, CreatedOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.CreatePods)+len(p.CreateServices)+len(p.DeletePods)+len(p.DeleteServices) > 0 {
+		t.Errorf("plan writes pods or services: %+v", p)
+	}
+	st := p.Status
+	if c := getCondition(&st, kubeflowv1.JobCreated); c == nil || c.Message != "TFJob dist is created." || st.StartTime == nil || !st.StartTime.Time.Equal(now) {
+		t.Errorf("status %+v: want Created and startTime %v", st, now)
+	}
+	if rs := st.ReplicaStatuses; len(rs) != 2 || rs["PS"] == nil || rs["Worker"] == nil || *rs["Worker"] != (kubeflowv1.ReplicaStatus{}) {
+		t.Errorf("replicaStatuses %+v: want zero counts of PS and Worker", rs)
+	}
+}
