@@ -21,6 +21,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/owned"
 )
 
 // The engine watches its extras' metadata, to make one that was deleted again.
@@ -46,22 +47,7 @@ func NewExtrasCache(mgr ctrl.Manager, namespaces []string, frameworks []framewor
 	if err != nil {
 		return nil, err
 	}
-	opts := cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		DefaultLabelSelector: labels.NewSelector().Add(*req),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(mgr.GetConfig(), opts)
-	if err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
+	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*req), nil)
 }
 
 // extraSources are the watches of the reconciler's extras in c: a deletion plans the job again,

@@ -58,3 +58,21 @@ func (e *Env) WaitPyJobPhase(t testing.TB, key client.ObjectKey, phase trainingv
 	})
 	return fresh
 }
+
+// AwaitEvent waits for an event of that reason (and type, unless "") about the object named
+// involved in ns.
+func (e *Env) AwaitEvent(t testing.TB, ns, involved, eventType, reason string) {
+	t.Helper()
+	Eventually(t, func() error {
+		var events corev1.EventList
+		if err := e.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == involved && ev.Reason == reason && (eventType == "" || ev.Type == eventType) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event about %s among %d", reason, involved, len(events.Items))
+	})
+}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/owned"
 )
 
 // The kinds of the optional APIs kiln makes objects of, and the CRD that serves each.
@@ -51,23 +52,7 @@ func newOwnedCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		DefaultLabelSelector: labels.NewSelector().Add(*has),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-		ByObject:             map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}},
-	}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(mgr.GetConfig(), opts)
-	if err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
+	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has), map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}})
 }
 
 // podStatusOnly keeps of a cached pod what troubleOf reads: its name, labels and status.

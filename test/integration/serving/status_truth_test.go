@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,16 +72,5 @@ func TestARefusedChildReachesTheStatus(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, func() error {
-		var events corev1.EventList
-		if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "badlabel" && e.Reason == "Refused" {
-				return nil
-			}
-		}
-		return fmt.Errorf("no Refused event among %d", len(events.Items))
-	})
+	env.AwaitEvent(t, ns, "badlabel", "", "Refused")
 }

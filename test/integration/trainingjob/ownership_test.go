@@ -156,18 +156,7 @@ func TestPyJobSaysWhenItsBatchJobIsRefused(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, func() error {
-		var events corev1.EventList
-		if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "quota" && e.Reason == "Refused" && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return fmt.Errorf("no Refused event among %d", len(events.Items))
-	})
+	env.AwaitEvent(t, ns, "quota", corev1.EventTypeWarning, "Refused")
 }
 
 // A replica whose pod succeeded is never run again: when that pod goes before the job ends (pod

@@ -1,0 +1,32 @@
+package owned
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NewCache is a controller's own cache of the objects it makes, started with the manager: only
+// those selector matches (a label kiln puts on them), in the manager's namespaces (none: all),
+// without managedFields; byObject sets what differs per kind (a transform). The manager's cache
+// has one selector per kind, already taken by another controller's children, hence one of its own.
+func NewCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, byObject map[client.Object]cache.ByObject) (cache.Cache, error) {
+	opts := cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultLabelSelector: selector,
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		ByObject:             byObject,
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
