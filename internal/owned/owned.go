@@ -148,7 +148,11 @@ func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) er
 		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 		}
-		if err := k.Reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		reader := k.Reader
+		if reader == nil {
+			reader = k.Client
+		}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 			return err
 		}
 		found = existing
