@@ -75,21 +75,37 @@ func AsConflict(err error) *Conflict {
 // An existing object is applied with its UID, so the apply fails rather than take over an object
 // that replaced it meanwhile. obj receives the apiserver's answer.
 func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
-	existing, err := k.read(ctx, obj)
-	if err != nil {
-		return err
-	}
-	if existing != nil {
-		if err := k.controlled(parent, obj, existing); err != nil {
+	return k.ApplyAll(ctx, parent, []client.Object{obj}, nil)
+}
+
+// ApplyAll is Apply of every object of objs, in order, reading each once: nothing is applied
+// unless parent may have every one (the first *Conflict comes back). before, when given, runs
+// between the checks and the applies.
+func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
+	for _, obj := range objs {
+		existing, err := k.read(ctx, obj)
+		if err != nil {
 			return err
 		}
-		obj.SetUID(existing.GetUID())
+		if existing != nil {
+			if err := k.controlled(parent, obj, existing); err != nil {
+				return err
+			}
+			obj.SetUID(existing.GetUID())
+		}
 	}
-	ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
-	err = k.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed and unstructured apply alike
-	end(err)
-	if err != nil {
-		return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+		err := k.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed and unstructured apply alike
+		end(err)
+		if err != nil {
+			return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+		}
 	}
 	return nil
 }
@@ -109,16 +125,6 @@ func (k Kit) Get(ctx context.Context, parent, obj client.Object) (bool, error) {
 		return false, err
 	}
 	return metav1.IsControlledBy(obj, parent), nil
-}
-
-// Check is a *Conflict when an object of obj's name exists that parent does not control: what
-// Apply would refuse, for a caller that checks every object before it applies any.
-func (k Kit) Check(ctx context.Context, parent, obj client.Object) error {
-	existing, err := k.read(ctx, obj)
-	if err != nil || existing == nil {
-		return err
-	}
-	return k.controlled(parent, obj, existing)
 }
 
 // Refused says whether err is the apiserver refusing a write for what it holds (invalid, too

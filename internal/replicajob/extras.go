@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -59,15 +60,20 @@ func (r *Reconciler) syncExtras(ctx context.Context, job framework.Job, mem jobM
 	if mem.extras == sum {
 		return nil
 	}
+	var wanted []client.Object
 	for _, e := range extras {
-		var err error
 		if e.Wanted {
-			err = r.kit.Apply(ctx, job, e.Object)
-		} else {
-			err = r.kit.Delete(ctx, job, e.Object)
+			wanted = append(wanted, e.Object)
 		}
-		if err != nil {
-			return err
+	}
+	if err := r.kit.ApplyAll(ctx, job, wanted, nil); err != nil {
+		return err
+	}
+	for _, e := range extras {
+		if !e.Wanted {
+			if err := r.kit.Delete(ctx, job, e.Object); err != nil {
+				return err
+			}
 		}
 	}
 	r.mem.update(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID(), func(j *jobMemory) { j.extras = sum })

@@ -357,39 +357,32 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		}
 		want = append(want, desiredPrometheusRule(isvc))
 	}
-	for _, o := range want {
-		if err := r.kit.Check(ctx, isvc, o); err != nil {
-			return stableDep, canaryDep, err
-		}
-	}
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
-	for _, h := range []struct {
-		dep        *appsv1.Deployment
-		autoscaled bool
-		scaler     client.Object
-	}{
-		{stableDep, sc.stable.replicas == nil, scalerOf(isvc, stable, sc)},
-		{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, scalerOf(isvc, canary, sc)},
-	} {
-		if h.dep == nil || !h.autoscaled {
-			continue
+	handOver := func() error {
+		for _, h := range []struct {
+			dep        *appsv1.Deployment
+			autoscaled bool
+			scaler     client.Object
+		}{
+			{stableDep, sc.stable.replicas == nil, scalerOf(isvc, stable, sc)},
+			{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, scalerOf(isvc, canary, sc)},
+		} {
+			if h.dep != nil && h.autoscaled {
+				if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
+					return err
+				}
+			}
 		}
-		if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
-			return stableDep, canaryDep, err
-		}
+		return nil
 	}
-	for _, o := range want {
-		if err := r.kit.Apply(ctx, isvc, o); err != nil {
-			return stableDep, canaryDep, err
-		}
-		switch o {
-		case stableWant:
-			stableDep = stableWant
-		case canaryWant:
-			canaryDep = canaryWant
-		}
+	if err := r.kit.ApplyAll(ctx, isvc, want, handOver); err != nil {
+		return stableDep, canaryDep, err
+	}
+	stableDep = stableWant
+	if canaryWant != nil {
+		canaryDep = canaryWant
 	}
 	for _, o := range drop {
 		if err := r.kit.Delete(ctx, isvc, o); err != nil {
