@@ -127,8 +127,12 @@ func runDev(args []string) error {
 // watchSamples prints the tables whenever they change until every sample job has finished and
 // every sample InferenceService is Ready.
 func watchSamples(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	frameworks, err := manager.Frameworks(manager.Options{})
+	if err != nil {
+		return err
+	}
 	jobKinds := map[string]bool{"PyJob": true}
-	for _, fw := range manager.Frameworks(manager.Options{}) {
+	for _, fw := range frameworks.All() {
 		jobKinds[fw.Kind] = true
 	}
 	wantJobs, wantServices := 0, 0
@@ -210,7 +214,11 @@ func (s samples) withoutAges() samples {
 func listSamples(ctx context.Context, c client.Client) (samples, error) {
 	now := time.Now()
 	var s samples
-	for _, fw := range manager.Frameworks(manager.Options{}) {
+	frameworks, err := manager.Frameworks(manager.Options{})
+	if err != nil {
+		return s, err
+	}
+	for _, fw := range frameworks.All() {
 		list := fw.NewJobList()
 		if err := c.List(ctx, list); err != nil {
 			return s, err

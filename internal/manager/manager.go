@@ -74,6 +74,9 @@ type Options struct {
 	// MPIRemoteStart is the MPIJob remote start of jobs that name none: ssh (default) or
 	// kubectl-exec (which needs the mpi-kubectl-exec RBAC).
 	MPIRemoteStart string
+	// Frameworks are served beside the built-in ones: kubeflow.org/v1 kinds of a program that
+	// embeds kiln's manager (their CRDs installed). Each is checked as the built-in ones are.
+	Frameworks []framework.Framework
 	// Logger is the manager's logger; default controller-runtime's global one.
 	Logger logr.Logger
 	// Serving configures the InferenceService controller.
@@ -89,16 +92,28 @@ type Options struct {
 	SkipNameValidation bool
 }
 
-// Frameworks returns the frameworks kiln serves, keyed by lowercase kind.
-func Frameworks(o Options) map[string]framework.Framework {
-	return map[string]framework.Framework{
-		"tfjob":      tensorflow.New(tensorflow.Config{ClusterDomain: o.ClusterDomain}),
-		"pytorchjob": pytorch.New(pytorch.Config{InitContainerImage: o.PyTorchInitImage}),
-		"xgboostjob": xgboost.New(),
-		"jaxjob":     jax.New(),
-		"paddlejob":  paddle.New(),
-		"mpijob":     mpi.New(mpi.Config{RemoteStart: o.MPIRemoteStart, KubectlImage: o.PyTorchInitImage}),
+// builtIn are the frameworks kiln ships: a new framework is its package and one line here.
+func builtIn(o Options) []framework.Framework {
+	return []framework.Framework{
+		tensorflow.New(tensorflow.Config{ClusterDomain: o.ClusterDomain}),
+		pytorch.New(pytorch.Config{InitContainerImage: o.PyTorchInitImage}),
+		xgboost.New(),
+		jax.New(),
+		paddle.New(),
+		mpi.New(mpi.Config{RemoteStart: o.MPIRemoteStart, KubectlImage: o.PyTorchInitImage}),
 	}
+}
+
+// Frameworks is the set of frameworks kiln serves: the built-in ones and o.Frameworks. It fails,
+// naming the framework, when one lacks a required part or serves a kind another one serves.
+func Frameworks(o Options) (*framework.Set, error) {
+	var set framework.Set
+	for _, fw := range append(builtIn(o), o.Frameworks...) {
+		if err := set.Add(fw); err != nil {
+			return nil, err
+		}
+	}
+	return &set, nil
 }
 
 // The --kinds names of the kinds with their own controller rather than a framework.
@@ -107,12 +122,9 @@ const (
 	inferenceServiceKind = "inferenceservice"
 )
 
-// KindNames lists the kinds that --kinds accepts.
-func KindNames() []string {
-	names := []string{pyJobKind, inferenceServiceKind}
-	for k := range Frameworks(Options{}) {
-		names = append(names, k)
-	}
+// KindNames lists the kinds that --kinds accepts, given the frameworks served.
+func KindNames(frameworks *framework.Set) []string {
+	names := append([]string{pyJobKind, inferenceServiceKind}, frameworks.Kinds()...)
 	sort.Strings(names)
 	return names
 }
@@ -124,6 +136,16 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
 	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
+	return s
+}
+
+// schemeOf is Scheme with the kinds of frameworks too (those kiln does not ship).
+func schemeOf(frameworks []framework.Framework) *runtime.Scheme {
+	s := Scheme()
+	for _, fw := range frameworks {
+		s.AddKnownTypeWithName(kubeflowv1.GroupVersion.WithKind(fw.Kind), fw.NewJob())
+		s.AddKnownTypeWithName(kubeflowv1.GroupVersion.WithKind(fw.Kind+"List"), fw.NewJobList())
+	}
 	return s
 }
 
@@ -139,7 +161,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	// apiserver compresses large lists and watch-list streams, each event of these separately).
 	cfg.DisableCompression = true
 	cfg.Wrap(metrics.CountRequests)
-	scheme := Scheme()
+	scheme := schemeOf(frameworks)
 	log := o.Logger
 	if log.GetSink() == nil {
 		log = ctrl.Log
@@ -241,7 +263,7 @@ func Admission(o Options) (*admission.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admission.NewSet(Scheme(), admissionKinds(o, frameworks, own)), nil
+	return admission.NewSet(schemeOf(frameworks), admissionKinds(o, frameworks, own)), nil
 }
 
 func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool) admission.Kinds {
@@ -255,8 +277,6 @@ func admissionKinds(o Options, frameworks []framework.Framework, own map[string]
 	}
 }
 
-// enabled returns the frameworks of the enabled kinds, and which kinds with their own controller
-// are enabled.
 // gangBackend is the gang scheduler --gang-scheduler-name names; "" is the native one where the
 // cluster serves its PodGroups, else none. A named backend whose API is not served is kept: its
 // jobs say so in their status (and get no pods) rather than run without the gang they asked for.
@@ -276,11 +296,16 @@ func gangBackend(mapper meta.RESTMapper, name string, log logr.Logger) (gang.Bac
 	return b, nil
 }
 
+// enabled returns the frameworks of the enabled kinds, and which kinds with their own controller
+// are enabled.
 func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
-	all := Frameworks(o)
+	all, err := Frameworks(o)
+	if err != nil {
+		return nil, nil, err
+	}
 	kinds := o.Kinds
 	if len(kinds) == 0 {
-		kinds = KindNames()
+		kinds = KindNames(all)
 	}
 	var out []framework.Framework
 	own := map[string]bool{}
@@ -290,9 +315,9 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 			own[k] = true
 			continue
 		}
-		fw, ok := all[k]
+		fw, ok := all.Get(k)
 		if !ok {
-			return nil, nil, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(), ", "))
+			return nil, nil, fmt.Errorf("--kinds: unknown kind %q: use any of %s", k, strings.Join(KindNames(all), ", "))
 		}
 		out = append(out, fw)
 	}

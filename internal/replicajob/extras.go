@@ -19,10 +19,8 @@ import (
 )
 
 // Extras are read (whose they are) before they are applied or deleted; Secrets only ever created
-// (never read: see Framework.Secrets).
-// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// (never read: see Framework.Secrets). The frameworks' packages grant the kinds of their extras;
+// the network policy is every framework's.
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;patch;delete
 
 // fieldManager owns the fields kiln applies to a job's extras (the InferenceService controller's

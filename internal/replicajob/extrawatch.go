@@ -24,9 +24,8 @@ import (
 	"github.com/kiln-ml/kiln/internal/owned"
 )
 
-// The engine watches its extras' metadata, to make one that was deleted again.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=list;watch
-// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=list;watch
+// The engine watches its extras' metadata, to make one that was deleted again (the frameworks'
+// packages grant the watch of their ExtraKinds).
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=list;watch
 
 // networkPolicyKind is the extra every kind may have (Options.DefaultNetworkPolicy, the job's

@@ -18,10 +18,8 @@ import (
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
 
-// What the engine needs, and nothing more: no reading Secrets, no pods/exec, no update on jobs.
-// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs;pytorchjobs;xgboostjobs;jaxjobs;paddlejobs;mpijobs,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs/status;pytorchjobs/status;xgboostjobs/status;jaxjobs/status;paddlejobs/status;mpijobs/status,verbs=get;patch
-// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs/finalizers;pytorchjobs/finalizers;xgboostjobs/finalizers;jaxjobs/finalizers;paddlejobs/finalizers;mpijobs/finalizers,verbs=update
+// What the engine needs for every framework, and nothing more: no reading Secrets, no pods/exec, no
+// update on jobs. Each framework's package grants what its kind and its extras need.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -13,6 +13,11 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
+// What the engine does with JAXJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=jaxjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=jaxjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=jaxjobs/finalizers,verbs=update
+
 const (
 	// ContainerName is the container that gets the default port.
 	ContainerName = "jax"

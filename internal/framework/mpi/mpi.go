@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,17 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/version"
 )
+
+// What the engine does with MPIJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=mpijobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=mpijobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=mpijobs/finalizers,verbs=update
+// The hostfile ConfigMap (an extra: read before it is written, watched so that a deleted one comes
+// back), and the SSH Secret, only ever created (kiln holds no right to read key material back).
+// The kubectl-exec mode's ServiceAccount, Role and RoleBinding are granted by its install component
+// (config/components/mpi-kubectl-exec), not here: SSH needs none of it.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
 const (
 	launcher = kubeflowv1.MPIJobReplicaTypeLauncher
@@ -81,9 +93,7 @@ func New(cfg Config) framework.Framework {
 		Extras: func(job framework.Job, s framework.State) []framework.Extra {
 			return extras(cfg, mpiJob(job), s)
 		},
-		// The hostfile ConfigMap; the kubectl-exec mode's ServiceAccount, Role and RoleBinding are
-		// not watched (its install grants no list or watch of them).
-		ExtraKinds: []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		ExtraKinds: extraKinds(cfg),
 		Secrets: func(job framework.Job) ([]*corev1.Secret, error) {
 			j := mpiJob(job)
 			if remoteStart(cfg, j) != kubeflowv1.MPIRemoteStartSSH {
@@ -99,6 +109,18 @@ func New(cfg Config) framework.Framework {
 }
 
 func mpiJob(job framework.Job) *kubeflowv1.MPIJob { return job.(*kubeflowv1.MPIJob) }
+
+// extraKinds are the kinds of the extras: the hostfile ConfigMap, and where jobs may choose
+// kubectl-exec (its install component grants their watch) the launcher's ServiceAccount, Role
+// and RoleBinding.
+func extraKinds(cfg Config) []schema.GroupVersionKind {
+	kinds := []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap")}
+	if cfg.RemoteStart == kubeflowv1.MPIRemoteStartKubectlExec {
+		kinds = append(kinds, corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+			rbacv1.SchemeGroupVersion.WithKind("Role"), rbacv1.SchemeGroupVersion.WithKind("RoleBinding"))
+	}
+	return kinds
+}
 
 // podName is "<job>-launcher" for the launcher and "<job>-worker-<i>" for the workers, as
 // Kubeflow names them.

@@ -15,6 +15,11 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
+// What the engine does with PaddleJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=paddlejobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=paddlejobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=paddlejobs/finalizers,verbs=update
+
 const (
 	// ContainerName is the container that gets the default port.
 	ContainerName = "paddle"

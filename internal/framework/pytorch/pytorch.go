@@ -15,6 +15,14 @@ import (
 	"github.com/kiln-ml/kiln/internal/version"
 )
 
+// What the engine does with PyTorchJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs/finalizers,verbs=update
+// The elastic HPA of an elastic job (an extra: read before it is written, watched so that a deleted one
+// comes back).
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
+
 const (
 	// ContainerName is the container that gets the default port.
 	ContainerName = "pytorch"

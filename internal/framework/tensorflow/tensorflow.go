@@ -13,6 +13,11 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
+// What the engine does with TFJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=tfjobs/finalizers,verbs=update
+
 const (
 	// ContainerName is the container that gets TF_CONFIG and the default port.
 	ContainerName = "tensorflow"

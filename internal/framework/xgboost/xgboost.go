@@ -15,6 +15,11 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
+// What the engine does with XGBoostJobs: read and watch them, delete them (TTL), write their status.
+// +kubebuilder:rbac:groups=kubeflow.org,resources=xgboostjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=xgboostjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=xgboostjobs/finalizers,verbs=update
+
 const (
 	// ContainerName is the container that gets the default port.
 	ContainerName = "xgboost"

@@ -196,3 +196,30 @@ func TestBackoffLimitHoldsWithoutServices(t *testing.T) {
 		t.Errorf("Failed %q, want the backoff limit", c[len(c)-1].Message)
 	}
 }
+
+// TestDeletedLauncherRightsComeBack: the launcher's ServiceAccount, Role and RoleBinding are
+// watched, so one deleted while the job runs is made again (and mpirun can still reach the
+// workers).
+func TestDeletedLauncherRightsComeBack(t *testing.T) {
+	ns := env.Namespace(t)
+	job := builder.MPIJob("rights", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj()
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		env.Await(t, ns, "rights-launcher", obj)
+		if err := env.Client.Delete(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+		was := obj.GetUID()
+		testenv.Eventually(t, func() error {
+			if err := get(t, ns, "rights-launcher", obj); err != nil {
+				return err
+			}
+			if obj.GetUID() == was || !metav1.IsControlledBy(obj, job) {
+				return fmt.Errorf("%T rights-launcher uid %s (deleted %s), owners %v", obj, obj.GetUID(), was, obj.GetOwnerReferences())
+			}
+			return nil
+		})
+	}
+}
