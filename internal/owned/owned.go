@@ -172,6 +172,31 @@ func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) er
 	return nil
 }
 
+// CreateUnread creates obj, an object kiln holds no right to read back (key material): an
+// AlreadyExists counts as created, by an earlier reconcile or process of the parent's (its name
+// is the parent's own: "<parent>-ssh").
+func (k Kit) CreateUnread(ctx context.Context, parent, obj client.Object) error {
+	ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+	err := k.Client.Create(ctx, obj)
+	end(err)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+	}
+	return nil
+}
+
+// DeleteParent deletes the parent itself (its TTL after finishing ran out), by its UID so that a
+// newer parent of the same name stays, its children going in the background. Gone already is done.
+func (k Kit) DeleteParent(ctx context.Context, parent client.Object) error {
+	ctx, end := tracing.Start(ctx, "delete "+k.ParentKind, k.ParentKind, parent.GetNamespace(), parent.GetName())
+	err := k.Client.Delete(ctx, parent, client.Preconditions{UID: ptr.To(parent.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	end(err)
+	if err = client.IgnoreNotFound(err); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s %s after its TTL: %w", k.ParentKind, parent.GetName(), err)
+	}
+	return nil
+}
+
 // Delete deletes the object of obj's name when parent controls it (by its UID, so a newer object
 // of the same name stays); one parent does not control, or none, is left alone.
 func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +14,6 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/netpol"
-	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
 // Extras are read (whose they are) before they are applied or deleted; Secrets only ever created
@@ -103,11 +101,8 @@ func (r *Reconciler) createSecrets(ctx context.Context, job framework.Job, mem j
 	}
 	for _, s := range secrets {
 		r.own(s, job)
-		ctx, end := tracing.Start(ctx, "create Secret", r.fw.Kind, job.GetNamespace(), s.Name)
-		err := r.client.Create(ctx, s)
-		end(err)
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating secret %s of %s %s: %w", s.Name, r.fw.Kind, job.GetName(), err)
+		if err := r.kit.CreateUnread(ctx, job, s); err != nil {
+			return err
 		}
 	}
 	r.mem.update(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID(), func(j *jobMemory) { j.secretsCreated = true })

@@ -9,12 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,11 +158,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	r.recordEvents(job, append(p.Events, events...))
 	r.record(job, p, now)
 	if p.DeleteJob {
-		err := r.client.Delete(ctx, job, client.Preconditions{UID: ptr.To(job.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := r.kit.DeleteParent(ctx, job)
 		if err == nil {
 			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
 }

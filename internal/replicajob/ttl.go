@@ -4,11 +4,11 @@ package replicajob
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/ttl"
 )
 
 // settle counts a succeeded job's active replicas as succeeded and applies the TTL after finishing.
@@ -20,13 +20,11 @@ func (p *planner) settle() {
 			rs.Active = 0
 		}
 	}
-	if ttl := p.job.GetRunPolicy().TTLSecondsAfterFinished; ttl != nil {
-		expiry := st.CompletionTime.Add(time.Duration(*ttl) * time.Second)
-		if !p.now.Time.Before(expiry) {
-			p.plan.DeleteJob = true
-			p.event(corev1.EventTypeNormal, "SuccessfulDeleteJob", fmt.Sprintf("Deleted job: %s", p.job.GetName()))
-		} else {
-			p.requeueAt(expiry)
-		}
+	switch left, has := ttl.Left(p.job.GetRunPolicy().TTLSecondsAfterFinished, st.CompletionTime, p.now.Time); {
+	case has && left == 0:
+		p.plan.DeleteJob = true
+		p.event(corev1.EventTypeNormal, "SuccessfulDeleteJob", fmt.Sprintf("Deleted job: %s", p.job.GetName()))
+	case has:
+		p.requeueAt(p.now.Add(left))
 	}
 }

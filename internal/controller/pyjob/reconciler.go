@@ -28,6 +28,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/ttl"
 )
 
 // +kubebuilder:rbac:groups=training.kiln.dev,resources=pyjobs,verbs=get;list;watch;delete
@@ -418,16 +419,14 @@ const defaultBackoffLimit int32 = 6
 
 // expire deletes a finished PyJob whose ttlSecondsAfterFinished ran out, or says when it will.
 func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (reconcile.Result, error) {
-	ttl, done := job.Spec.TTLSecondsAfterFinished, job.Status.CompletionTime
-	if ttl == nil || done == nil {
+	switch left, has := ttl.Left(job.Spec.TTLSecondsAfterFinished, job.Status.CompletionTime, r.clock.Now()); {
+	case !has:
 		return reconcile.Result{}, nil
-	}
-	left := done.Add(time.Duration(*ttl) * time.Second).Sub(r.clock.Now())
-	if left > 0 {
+	case left > 0:
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	if err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.kit.DeleteParent(ctx, job); err != nil {
+		return reconcile.Result{}, err
 	}
 	metrics.JobsDeleted.WithLabelValues(job.Namespace, Framework).Inc()
 	return reconcile.Result{}, nil
