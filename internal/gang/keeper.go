@@ -25,7 +25,14 @@ type Keeper struct {
 	Backend Backend
 	// FieldOwner is the server-side-apply field manager.
 	FieldOwner string
-	synced     sync.Map // types.NamespacedName -> [sha256.Size]byte of the group last applied or deleted
+	synced     sync.Map // types.NamespacedName -> synced: what became of the group last written
+}
+
+// synced is what became of a group's last write: the digest of what was applied or deleted, or
+// why the apiserver refused it.
+type synced struct {
+	sum     [sha256.Size]byte
+	refused string
 }
 
 // State is what Ensure found: why the group's pods wait ("" when they do not), and whether they
@@ -33,6 +40,47 @@ type Keeper struct {
 type State struct {
 	Waiting    string
 	CreatePods bool
+}
+
+// Sync keeps a job's group (built by Backend.Object, owned by its job): applied while the job
+// runs (Ensure), deleted once it does not (Remove). It is how every controller keeps its groups.
+func (k *Keeper) Sync(ctx context.Context, group client.Object, runs bool) (State, error) {
+	if !runs {
+		return State{CreatePods: true}, k.Remove(ctx, group)
+	}
+	return k.Ensure(ctx, group)
+}
+
+// Observe is what Ensure would find, from the cache alone and writing nothing: whether the job's
+// pods may be created in a reconcile that applies group first, and why they wait. A plan decides
+// from it; Sync then carries the plan out.
+func (k *Keeper) Observe(ctx context.Context, group client.Object) (State, error) {
+	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
+	seen := k.Backend.NewObject()
+	err := k.Client.Get(ctx, key, seen)
+	switch {
+	case meta.IsNoMatchError(err):
+		return State{Waiting: NotInstalled(k.Backend)}, nil
+	case apierrors.IsNotFound(err):
+		if v, ok := k.synced.Load(key); ok && v.(synced).refused != "" {
+			return State{Waiting: v.(synced).refused}, nil
+		}
+		return State{CreatePods: !DelaysPods(k.Backend)}, nil
+	case err != nil:
+		return State{}, fmt.Errorf("reading %s %s: %w", k.Backend.GroupKind().Kind, key, err)
+	case seen.GetDeletionTimestamp() != nil:
+		return State{Waiting: deletingPrevious(k.Backend)}, nil
+	}
+	if parent, kit := k.parentOf(group); kit.Owns(parent, group, seen) != nil {
+		// Never taken over: a group of that name that is not this job's (one made by hand).
+		return State{Waiting: kit.Owns(parent, group, seen).Error()}, nil
+	}
+	waiting := k.Backend.Waiting(seen)
+	return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
+}
+
+func deletingPrevious(b Backend) string {
+	return "the " + b.GroupKind().Kind + " of its previous run is still being deleted"
 }
 
 // Ensure applies group (built by Backend.Object, owned by its job) unless the cache shows it as
@@ -51,7 +99,7 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 	switch {
 	case getErr == nil && seen.GetDeletionTimestamp() != nil:
 		k.synced.Delete(key) // applied again once it is gone (its deletion's event)
-		return State{Waiting: "the " + kind + " of its previous run is still being deleted"}, nil
+		return State{Waiting: deletingPrevious(k.Backend)}, nil
 	case getErr != nil && !apierrors.IsNotFound(getErr) && !meta.IsNoMatchError(getErr):
 		return State{}, fmt.Errorf("reading %s %s: %w", kind, key, getErr)
 	case getErr == nil && k.was(key, sum):
@@ -69,11 +117,13 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		// Refused for what the job asks (a priority class that does not exist, say): the job says
 		// so, and is retried with backoff should the cluster change.
-		return State{Waiting: fmt.Sprintf("its %s was refused: %s", kind, apiMessage(err))}, err
+		refused := fmt.Sprintf("its %s was refused: %s", kind, apiMessage(err))
+		k.synced.Store(key, synced{refused: refused})
+		return State{Waiting: refused}, err
 	case err != nil:
 		return State{}, fmt.Errorf("applying %s %s: %w", kind, key, err)
 	}
-	k.synced.Store(key, sum)
+	k.synced.Store(key, synced{sum: sum})
 	waiting := ""
 	if getErr == nil {
 		waiting = k.Backend.Waiting(seen)
@@ -95,7 +145,7 @@ func (k *Keeper) Remove(ctx context.Context, group client.Object) error {
 	if err := kit.Delete(ctx, parent, group); err != nil && !meta.IsNoMatchError(err) {
 		return fmt.Errorf("deleting %s %s: %w", k.Backend.GroupKind().Kind, key, err)
 	}
-	k.synced.Store(key, sum)
+	k.synced.Store(key, synced{sum: sum})
 	return nil
 }
 
@@ -124,7 +174,7 @@ func (k *Keeper) Forget(key types.NamespacedName) { k.synced.Delete(key) }
 
 func (k *Keeper) was(key types.NamespacedName, sum [sha256.Size]byte) bool {
 	v, ok := k.synced.Load(key)
-	return ok && v.([sha256.Size]byte) == sum
+	return ok && v.(synced).refused == "" && v.(synced).sum == sum
 }
 
 // digest identifies a group as built (with its owner, so a new job of the same name differs)

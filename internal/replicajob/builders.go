@@ -61,12 +61,13 @@ func controllerRef(fw framework.Framework, job framework.Job) metav1.OwnerRefere
 // desiredPod is the pod of replica (rtype, index): the replica template with the job's labels
 // written over the template's, the framework's cluster environment, and the replica's restart
 // policy (ExitCode restarts are kiln's, so the kubelet is told Never).
-func desiredPod(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, index int) (*corev1.Pod, error) {
+func desiredPod(fw framework.Framework, ps plugins, job framework.Job, rtype kubeflowv1.ReplicaType, index int) (*corev1.Pod, error) {
 	spec := job.GetReplicaSpecs()[rtype]
 	t := spec.Template.DeepCopy()
 	if err := fw.SetClusterSpec(job, t, rtype, index); err != nil {
 		return nil, fmt.Errorf("building pod %s: %w", fw.PodNameOf(job, rtype, index), err)
 	}
+	ps.pod(fw, job, t, rtype, index)
 	podLabels := make(map[string]string, len(t.Labels)+5)
 	for k, v := range t.Labels {
 		podLabels[k] = v
@@ -138,7 +139,7 @@ func Children(fw framework.Framework, job framework.Job) ([]*corev1.Pod, []*core
 	specs := job.GetReplicaSpecs()
 	for _, rtype := range fw.ReplicaTypes {
 		for index := range int(framework.NumReplicas(specs[rtype])) {
-			pod, err := desiredPod(fw, job, rtype, index)
+			pod, err := desiredPod(fw, nil, job, rtype, index)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -34,7 +34,7 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if !needsCreated(job) {
 		return reconcile.Result{}, nil
 	}
-	p, err := plan(r.fw, job, Inputs{Now: r.clock.Now(), CreatedOnly: true})
+	p, err := plan(r.fw, r.plugins, job, Inputs{Now: r.clock.Now(), CreatedOnly: true})
 	if err != nil {
 		return reconcile.Result{}, nil // the job's own reconcile says why
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,14 +15,130 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/tracing"
 )
 
-// execute carries out a plan's writes to pods and services: restart marks first (a failed pod's
-// retry must be recorded before the pod goes), then deletions, then creations, each group
+// execute carries out every write of a plan, in order: what the pods need (the gang group, the
+// secrets, the extras), then the pods and services, then the status with its events and metrics,
+// and last the job's deletion once its TTL ran out. A write that fails is retried by the next
+// reconcile; one that holds the pods (a group or extra in the way) drops their creation.
+func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) (reconcile.Result, error) {
+	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
+	writeErr := r.beforePods(ctx, job, mem, p)
+	if len(p.Carried) > 0 || mem.carried != nil {
+		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
+	}
+	events, err := r.writeChildren(ctx, key, job.GetUID(), p)
+	writeErr = errors.Join(writeErr, err)
+	if res, done, err := r.writeStatus(ctx, key, job, mem, p, events); done {
+		return res, errors.Join(writeErr, err)
+	}
+	if p.DeleteJob {
+		err := r.kit.DeleteParent(ctx, job)
+		if err == nil {
+			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
+		}
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
+}
+
+// beforePods writes what the job's pods need before they are created: the gang group, the
+// secrets and the extras. Should a secret or extra fail, the pods are still created (the kubelet
+// waits for their volumes) and the error retries the reconcile. A group the apiserver refuses, or
+// an object in the way of an extra, holds the pods instead (they would not be placed, or would
+// mount that object); the engine remembers it, so the next plan says why the job waits.
+func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) error {
+	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
+	var errs []error
+	if p.Group != nil && r.gang != nil {
+		// The group's changes are watched: they plan the job again.
+		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep)
+		if p.GroupKeep && !st.CreatePods {
+			p.CreatePods = nil
+		}
+		errs = append(errs, err)
+	}
+	if p.CreateSecrets {
+		err := r.createSecrets(ctx, job)
+		if err == nil {
+			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.secretsCreated = true })
+		}
+		errs = append(errs, err)
+	}
+	if p.Extras != nil {
+		err := r.syncExtras(ctx, job, p.Extras)
+		conflict := ""
+		if c := owned.AsConflict(err); c != nil {
+			conflict, err = c.Error(), nil
+			p.CreatePods = nil
+			p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
+			if mem.conflict != conflict {
+				p.Events = append(p.Events, Event{corev1.EventTypeWarning, "ErrResourceExists", conflict})
+				p.RequeueAfter = replanSoon // the next plan says it in the status
+			}
+		}
+		if err == nil {
+			r.mem.update(key, job.GetUID(), func(j *jobMemory) {
+				if j.conflict = conflict; conflict == "" {
+					j.extras = p.ExtrasDigest
+				}
+			})
+			if mem.conflict != "" && conflict == "" {
+				p.RequeueAfter = replanSoon // the way is clear: the next plan creates the pods
+			}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// How soon a job whose extras or group hold its pods looks again: conflictRecheck while they do
+// (nothing kiln watches tells when the object in the way goes), replanSoon once the hold began or
+// ended (the next plan says so, or creates the pods).
+const (
+	conflictRecheck = 10 * time.Second
+	replanSoon      = 100 * time.Millisecond
+)
+
+// writeStatus writes the plan's status when it changed and its pacing lets it (statusWait), then
+// records the transitions' events and metrics; done says the reconcile ends here (the write is
+// paced, failed, or was made meanwhile by another writer).
+func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, job framework.Job, mem jobMemory, p *Plan, events []Event) (_ reconcile.Result, done bool, _ error) {
+	now := r.clock.Now()
+	changed := !sameStatus(job.GetJobStatus(), &p.Status)
+	if !changed {
+		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.status = pendingStatus{} })
+	} else if wait := r.statusWait(key, job, mem.status, p, now); wait > 0 {
+		// Not yet: the next reconcile plans again and writes what is true then, with its
+		// transitions' events and metrics.
+		r.recordEvents(job, events)
+		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, true, nil
+	}
+	if changed {
+		if err := r.patchStatus(ctx, key, job, p.Status); err != nil {
+			if apierrors.IsConflict(err) {
+				// Written meanwhile (the createdWriter, a user): that write's event plans again.
+				logf.FromContext(ctx).V(4).Info("status written meanwhile; planning again", "error", err.Error())
+				return reconcile.Result{}, true, nil
+			}
+			return reconcile.Result{}, true, err
+		}
+	}
+	r.recordEvents(job, append(p.Events, events...))
+	r.record(job, p, now)
+	return reconcile.Result{}, false, nil
+}
+
+// writeChildren carries out a plan's writes to pods and services: restart marks first (a failed
+// pod's retry must be recorded before the pod goes), then deletions, then creations, each group
 // concurrently. It returns Warning events for what failed, and the errors.
-func (r *Reconciler) execute(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
+func (r *Reconciler) writeChildren(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
 	r.mem.expect(key, uid, p, r.clock.Now())
 	var errs []error
 	for _, m := range p.MarkRestarts {

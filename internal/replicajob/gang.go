@@ -1,12 +1,8 @@
 package replicajob
 
 import (
-	"context"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
-	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 )
@@ -20,21 +16,6 @@ import (
 // or that asks for it with a schedulingPolicy.
 func ganged(job framework.Job) bool {
 	return job.GetRunPolicy().SchedulingPolicy != nil || framework.TotalReplicas(job.GetReplicaSpecs()) > 1
-}
-
-// withGang returns fw whose pod templates also join the job's group under backend b.
-func withGang(fw framework.Framework, b gang.Backend) framework.Framework {
-	inner := fw.SetClusterSpec
-	fw.SetClusterSpec = func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
-		if err := inner(job, t, rtype, index); err != nil {
-			return err
-		}
-		if ganged(job) {
-			b.Decorate(t, gang.GroupName(job.GetName(), fw.Kind), strings.ToLower(string(rtype)))
-		}
-		return nil
-	}
-	return fw
 }
 
 // group is the gang group of a defaulted job: its pods in the order the job creates them.
@@ -57,19 +38,4 @@ func group(fw framework.Framework, job framework.Job) gang.Group {
 			PriorityClass: sp.PriorityClass, ScheduleTimeoutSeconds: sp.ScheduleTimeoutSeconds}
 	}
 	return gang.NewGroup(gang.GroupName(job.GetName(), fw.Kind), job.GetNamespace(), policy, pods)
-}
-
-// syncGroup keeps a ganged job's group (see gang.Keeper): there while the job runs, deleted
-// once it finished or is suspended.
-func (r *Reconciler) syncGroup(ctx context.Context, job framework.Job, status *kubeflowv1.JobStatus) (gang.State, error) {
-	k := r.gang
-	if k == nil || !ganged(job) {
-		return gang.State{CreatePods: true}, nil
-	}
-	obj := k.Backend.Object(group(r.fw, job))
-	r.own(obj, job)
-	if isFinished(status) || isSuspended(job) {
-		return gang.State{CreatePods: true}, k.Remove(ctx, obj)
-	}
-	return k.Ensure(ctx, obj)
 }

@@ -26,7 +26,7 @@ type jobMemory struct {
 	// status is when the job's unwritten status change was first seen, and when a condition among
 	// it first turned (statusWait).
 	status pendingStatus
-	// extras is a digest of what the job's extras were last synced for (syncExtras); zero: never.
+	// extras is the Plan.ExtrasDigest of the extras last synced; zero: never.
 	extras [sha256.Size]byte
 	// secretsCreated says this process created the job's secrets (createSecrets).
 	secretsCreated bool
@@ -36,6 +36,9 @@ type jobMemory struct {
 	// refused is why the apiserver last refused to create the job's pods (a quota, an admission
 	// policy), until a creation succeeds: the next plan says it in the status.
 	refused string
+	// conflict names the object in the way of the job's extras, until they are synced: the next
+	// plan holds the pods (they would mount that object) and says why.
+	conflict string
 }
 
 // pendingStatus is when a job's unwritten status change was first seen, and when a condition

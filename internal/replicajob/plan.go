@@ -1,6 +1,7 @@
 package replicajob
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -17,9 +19,23 @@ import (
 )
 
 // Plan is everything one reconcile decides, computed without any client call from the job and
-// the children seen now. The reconciler carries it out: writes first, then the status, then events.
+// what the reconciler observed: every write it wants. The executor (execute.go) carries it out:
+// what the pods need first (group, secrets, extras), then pods and services, then the status,
+// its events and metrics, and last the job's deletion.
 type Plan struct {
 	Status kubeflowv1.JobStatus
+
+	// Group is the job's gang group (a GroupPlugin's), applied before any pod while GroupKeep,
+	// deleted otherwise; nil for a job whose pods are placed one by one.
+	Group     client.Object
+	GroupKeep bool
+	// CreateSecrets says the framework's secrets are to be created before the pods (the executor
+	// builds them: key material is random, and a plan is pure).
+	CreateSecrets bool
+	// Extras are the framework's and the ObjectPlugins' objects, to apply (Wanted) or delete
+	// before the pods; nil when they are as last synced. ExtrasDigest identifies them as built.
+	Extras       []framework.Extra
+	ExtrasDigest [sha256.Size]byte
 
 	CreatePods     []*corev1.Pod
 	DeletePods     []*corev1.Pod
@@ -71,7 +87,8 @@ type failedPod struct {
 
 // planner holds the inputs and the plan under construction.
 type planner struct {
-	fw   framework.Framework
+	fw      framework.Framework
+	plugins plugins
 	job  framework.Job
 	now  metav1.Time
 	seen metav1.Time
@@ -100,19 +117,23 @@ type Inputs struct {
 	Refused string
 	// Conflict says which object in the way of the job's extras holds its pods ("": none).
 	Conflict string
+	// SecretsCreated says this process created the job's secrets; ExtrasSynced is the
+	// ExtrasDigest of the extras it last synced (zero: none).
+	SecretsCreated bool
+	ExtrasSynced   [sha256.Size]byte
 	// CreatedOnly plans only what a new job's first write says: Created, startTime (unless it is
 	// suspended) and replica counts of zero, so the reconcile that creates its pods has nothing to
 	// add until a pod runs (see createdWriter).
 	CreatedOnly bool
 }
 
-// plan decides one reconcile of a defaulted job from what it sees now.
-func plan(fw framework.Framework, job framework.Job, in Inputs) (*Plan, error) {
+// plan decides one reconcile of a defaulted job from what it sees now, with the operator's plugins.
+func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Plan, error) {
 	if in.Seen.IsZero() || in.Seen.After(in.Now) {
 		in.Seen = in.Now
 	}
 	p := &planner{
-		fw: fw, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
+		fw: fw, plugins: ps, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
 		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
@@ -138,6 +159,9 @@ func plan(fw framework.Framework, job framework.Job, in Inputs) (*Plan, error) {
 		if err := p.active(); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.beforePods(); err != nil {
+		return nil, err
 	}
 	return p.plan, nil
 }
@@ -318,7 +342,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			continue
 		}
 		if pod == nil {
-			desired, err := desiredPod(p.fw, p.job, rtype, index)
+			desired, err := desiredPod(p.fw, p.plugins, p.job, rtype, index)
 			if err != nil {
 				return count, err
 			}

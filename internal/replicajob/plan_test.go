@@ -29,6 +29,7 @@ var (
 // world is a job and the children a reconcile sees.
 type world struct {
 	fw       framework.Framework
+	plugins  plugins
 	job      framework.Job
 	pods     []*corev1.Pod
 	services []*corev1.Service
@@ -40,7 +41,7 @@ func newWorld(fw framework.Framework, b *builder.Job) *world {
 	job := b.Obj()
 	job.SetUID("job-uid")
 	Default(fw, job, kubeflowv1.CleanPodPolicyRunning)
-	return &world{fw: fw, job: job}
+	return &world{fw: fw, plugins: pluginsFor(Options{}), job: job}
 }
 
 // all gives every replica index its pod (in phase) and service.
@@ -55,7 +56,7 @@ func (w *world) all(phase corev1.PodPhase) *world {
 
 // pod adds (or replaces) the pod of one replica, with its service.
 func (w *world) pod(rtype kubeflowv1.ReplicaType, index int, phase corev1.PodPhase, exit int32) *corev1.Pod {
-	p, err := desiredPod(w.fw, w.job, rtype, index)
+	p, err := desiredPod(w.fw, nil, w.job, rtype, index)
 	if err != nil {
 		panic(err)
 	}
@@ -104,7 +105,7 @@ func (w *world) service(name string) *corev1.Service {
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
 	read := w.job.DeepCopyObject()
-	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Carried: w.carried})
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Carried: w.carried})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestCreatedSaysWhatKeepsThePods(t *testing.T) {
 	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2)).all(corev1.PodPending)
 	w.pods[1].Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tensorflow", State: corev1.ContainerState{
 		Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: `secret "wandb" not found`}}}}
-	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: `pods "j-worker-1" is forbidden: exceeded quota: team-a`})
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: `pods "j-worker-1" is forbidden: exceeded quota: team-a`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestDefaultNormalisesTypesAndAddsPorts(t *testing.T) {
 func TestPlanStartsAJobWhenFirstSeen(t *testing.T) {
 	w := newWorld(tf, builder.TFJob("late", "ns").Replicas("Worker", 1))
 	seen := now.Add(-20 * time.Second)
-	p, err := plan(w.fw, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Seen: seen})
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Seen: seen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestPlanStartsAJobWhenFirstSeen(t *testing.T) {
 // and says what Kubeflow says again once the gang is placed.
 func TestPlanSaysWhyTheGangWaits(t *testing.T) {
 	w := newWorld(tf, builder.TFJob("dist", "ns").Replicas("Worker", 2))
-	p, err := plan(w.fw, w.job, Inputs{Now: now, GangWaiting: "waiting for 2 pods to be schedulable together: 0/1 nodes", HoldPods: true})
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Now: now, GangWaiting: "waiting for 2 pods to be schedulable together: 0/1 nodes", HoldPods: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestPlanSaysWhyTheGangWaits(t *testing.T) {
 func TestCreatedOnlyPlansTheFirstWriteAlone(t *testing.T) {
 	job := builder.TFJob("dist", "ns").Replicas("PS", 1).Replicas("Worker", 2).Obj()
 	Default(tf, job, "")
-	p, err := plan(tf, job, Inputs{Now: now, CreatedOnly: true})
+	p, err := plan(tf, nil, job, Inputs{Now: now, CreatedOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ package replicajob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -72,6 +70,8 @@ type Reconciler struct {
 	opts     Options
 	// mem is what the engine remembers of each job between reconciles (memory.go).
 	mem *memory
+	// plugins are the cluster features every job gets (plugins.go).
+	plugins plugins
 	// gang keeps the groups of ganged jobs; nil without gang scheduling.
 	gang *gang.Keeper
 }
@@ -90,17 +90,17 @@ func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err er
 // reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
 // they are written (see syncExtras).
 func NewReconciler(c client.Client, reader client.Reader, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
-	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, mem: newMemory(),
+	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, mem: newMemory(), plugins: pluginsFor(opts),
 		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: fieldManager, ParentKind: fw.Kind,
 			Cached: func(client.Object) client.Reader { return nil }}}
 	if opts.Gang != nil {
-		r.fw = withGang(fw, opts.Gang)
 		r.gang = &gang.Keeper{Client: c, Backend: opts.Gang, FieldOwner: fieldManager}
 	}
 	return r
 }
 
-// Reconcile brings one job's pods, services and status in line with its spec.
+// Reconcile brings one job's pods, services and status in line with its spec: it observes the
+// job, plans every write (plan) and carries the plan out (execute).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile "+r.fw.Kind, r.fw.Kind, req.Namespace, req.Name)
 	defer func() { end(err) }()
@@ -122,77 +122,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
-
 	mem := r.mem.of(req.NamespacedName, job.GetUID())
-	g, gangErr := r.syncGroup(ctx, job, job.GetJobStatus())
-	p, writeErr, err := r.planAndSync(ctx, job, mem, Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
-		GangWaiting: g.Waiting, HoldPods: !g.CreatePods, Refused: mem.refused})
+	in, err := r.observe(ctx, job, mem, pods, services, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	writeErr = errors.Join(gangErr, writeErr)
-	if len(p.Carried) > 0 || mem.carried != nil {
-		r.mem.update(req.NamespacedName, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
-	}
-	events, err := r.execute(ctx, req.NamespacedName, job.GetUID(), p)
-	writeErr = errors.Join(writeErr, err)
-	changed := !sameStatus(job.GetJobStatus(), &p.Status)
-	if !changed {
-		r.mem.update(req.NamespacedName, job.GetUID(), func(j *jobMemory) { j.status = pendingStatus{} })
-	} else if wait := r.statusWait(req.NamespacedName, job, mem.status, p, now); wait > 0 {
-		// Not yet: the next reconcile plans again and writes what is true then, with its
-		// transitions' events and metrics.
-		r.recordEvents(job, events)
-		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, writeErr
-	}
-	if changed {
-		if err := r.patchStatus(ctx, req.NamespacedName, job, p.Status); err != nil {
-			if apierrors.IsConflict(err) {
-				// Written meanwhile (the createdWriter, a user): that write's event plans again.
-				logf.FromContext(ctx).V(4).Info("status written meanwhile; planning again", "error", err.Error())
-				return reconcile.Result{}, writeErr
-			}
-			return reconcile.Result{}, err
-		}
-	}
-	r.recordEvents(job, append(p.Events, events...))
-	r.record(job, p, now)
-	if p.DeleteJob {
-		err := r.kit.DeleteParent(ctx, job)
-		if err == nil {
-			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
-		}
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{RequeueAfter: p.RequeueAfter}, writeErr
-}
-
-// planAndSync plans the job and writes what its pods mount, which comes first: should that fail,
-// the pods are still created (the kubelet waits for their volumes) and writeErr retries the
-// reconcile. An extra whose name another object holds holds the pods instead (they would mount
-// that object), and the job says why it waits.
-func (r *Reconciler) planAndSync(ctx context.Context, job framework.Job, mem jobMemory, in Inputs) (_ *Plan, writeErr, err error) {
-	p, err := plan(r.fw, job, in)
+	p, err := plan(r.fw, r.plugins, job, in)
 	if err != nil {
 		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
-		return nil, nil, reconcile.TerminalError(err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	writeErr = errors.Join(r.createSecrets(ctx, job, mem, p), r.syncExtras(ctx, job, mem, p))
-	if c := owned.AsConflict(writeErr); c != nil {
-		in.HoldPods, in.Conflict = true, c.Error()
-		if p, err = plan(r.fw, job, in); err != nil {
-			return nil, nil, reconcile.TerminalError(err)
-		}
-		p.Events = append(p.Events, Event{corev1.EventTypeWarning, "ErrResourceExists", c.Error()})
-		p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
-		writeErr = nil
-	}
-	return p, writeErr, nil
+	return r.execute(ctx, job, mem, p)
 }
 
-// conflictRecheck is how soon a job held by an object in the way of its extras looks again
-// (nothing kiln watches tells when that object goes).
-const conflictRecheck = 10 * time.Second
+// observe is what a plan decides from besides the job: its children seen now, what the engine
+// remembers of it, and what the cache shows of its gang group.
+func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, error) {
+	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
+		Refused: mem.refused, Conflict: mem.conflict, HoldPods: mem.conflict != "",
+		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
+	if g := r.plugins.group(r.fw, job); g != nil && r.gang != nil {
+		own(r.fw, g, job)
+		st, err := r.gang.Observe(ctx, g)
+		if err != nil {
+			return in, err
+		}
+		in.GangWaiting, in.HoldPods = st.Waiting, in.HoldPods || !st.CreatePods
+	}
+	return in, nil
+}
 
 func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
 	for _, e := range events {

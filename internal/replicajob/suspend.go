@@ -9,7 +9,6 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
-	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
 // suspend deletes every pod and service (whatever cleanPodPolicy says: that is what suspending
@@ -27,8 +26,8 @@ func (p *planner) suspend() {
 	}
 	p.deleteStrays()
 	msg := fmt.Sprintf("%s %s is suspended.", p.fw.Kind, p.job.GetName())
-	if queued := kueue.Waiting(p.job.GetLabels()); queued != "" { // Kueue suspends what it queues
-		msg = fmt.Sprintf("%s %s is suspended; %s.", p.fw.Kind, p.job.GetName(), queued)
+	if why := p.plugins.whySuspended(p.job); why != "" { // Kueue suspends what it queues
+		msg = fmt.Sprintf("%s %s is suspended; %s.", p.fw.Kind, p.job.GetName(), why)
 	}
 	if hasCondition(&p.plan.Status, kubeflowv1.JobRunning) {
 		p.setCondition(kubeflowv1.JobRunning, corev1.ConditionFalse, "Suspended", msg)

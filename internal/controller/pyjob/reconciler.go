@@ -327,10 +327,7 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	obj := r.gang.Backend.Object(gang.NewGroup(gang.GroupName(job.Name, "PyJob"), job.Namespace, &gang.Policy{PriorityClass: job.Spec.PriorityClassName}, pods))
 	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
 	obj.SetLabels(labels(job))
-	if job.Status.Phase == trainingv1alpha1.PyJobSucceeded || job.Status.Phase == trainingv1alpha1.PyJobFailed {
-		return gang.State{CreatePods: true}, r.gang.Remove(ctx, obj)
-	}
-	return r.gang.Ensure(ctx, obj)
+	return r.gang.Sync(ctx, obj, !finished(job))
 }
 
 // Reasons a PyJob stays Pending because kiln cannot write one of its children.
