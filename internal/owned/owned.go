@@ -240,7 +240,9 @@ func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error)
 // Owns is nil when parent controls existing, the object of obj's name (or keeps it: Kit.Kept),
 // else the *Conflict naming existing's owner: the check every write of the kit makes, for callers
 // that read the object themselves.
-func (k Kit) Owns(parent, obj, existing client.Object) error { return k.controlled(parent, obj, existing) }
+func (k Kit) Owns(parent, obj, existing client.Object) error {
+	return k.controlled(parent, obj, existing)
+}
 
 // controlled is nil when parent controls existing (or keeps it: Kit.Kept), else the *Conflict.
 func (k Kit) controlled(parent, obj, existing client.Object) error {

@@ -14,7 +14,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
-	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/transition"
 )
 
 // createdWriter writes a new job's Created condition (with startTime, unless it is suspended) as
@@ -42,7 +42,7 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 		// The job's own reconcile wrote first (a conflict), or will write it: nothing is lost.
 		return reconcile.Result{}, nil
 	}
-	metrics.JobsCreated.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
+	r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Created}})
 	return reconcile.Result{}, nil
 }
 

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kiln-ml/kiln/internal/framework"
-	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/transition"
 )
 
 // execute carries out every write of a plan, in order: what the pods need (the gang group, the
@@ -41,7 +41,7 @@ func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemo
 	if p.DeleteJob {
 		err := r.kit.DeleteParent(ctx, job)
 		if err == nil {
-			metrics.JobsDeleted.WithLabelValues(job.GetNamespace(), r.fw.Name).Inc()
+			r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
 		}
 		return reconcile.Result{}, err
 	}
@@ -79,7 +79,7 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 			p.CreatePods = nil
 			p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
 			if mem.conflict != conflict {
-				p.Events = append(p.Events, Event{corev1.EventTypeWarning, "ErrResourceExists", conflict})
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "ErrResourceExists", Message: conflict})
 				p.RequeueAfter = replanSoon // the next plan says it in the status
 			}
 		}
@@ -117,7 +117,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 	} else if wait := r.statusWait(key, job, mem.status, p, now); wait > 0 {
 		// Not yet: the next reconcile plans again and writes what is true then, with its
 		// transitions' events and metrics.
-		r.recordEvents(job, events)
+		r.tell.Tell(job, transition.Told{Events: events})
 		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, true, nil
 	}
 	if changed {
@@ -130,8 +130,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 			return reconcile.Result{}, true, err
 		}
 	}
-	r.recordEvents(job, append(p.Events, events...))
-	r.record(job, p, now)
+	r.tell.Tell(job, told(p, events))
 	return reconcile.Result{}, false, nil
 }
 
@@ -235,7 +234,7 @@ func summarize(failReason, gerund, kind string, err error) []Event {
 	if err == nil {
 		return nil
 	}
-	return []Event{{corev1.EventTypeWarning, failReason + kind, fmt.Sprintf("Error %s %s: %v", gerund, strings.ToLower(kind), err)}}
+	return []Event{{Type: corev1.EventTypeWarning, Reason: failReason + kind, Message: fmt.Sprintf("Error %s %s: %v", gerund, strings.ToLower(kind), err)}}
 }
 
 func objects[T client.Object](in []T) []client.Object {

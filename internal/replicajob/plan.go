@@ -16,6 +16,7 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/stuck"
+	"github.com/kiln-ml/kiln/internal/transition"
 )
 
 // Plan is everything one reconcile decides, computed without any client call from the job and
@@ -66,9 +67,7 @@ type Transition struct {
 }
 
 // Event is a Kubernetes event on the job.
-type Event struct {
-	Type, Reason, Message string
-}
+type Event = transition.Event
 
 type restartMark struct {
 	Service  *corev1.Service
@@ -89,12 +88,12 @@ type failedPod struct {
 type planner struct {
 	fw      framework.Framework
 	plugins plugins
-	job  framework.Job
-	now  metav1.Time
-	seen metav1.Time
-	kids children
-	plan *Plan
-	in   Inputs
+	job     framework.Job
+	now     metav1.Time
+	seen    metav1.Time
+	kids    children
+	plan    *Plan
+	in      Inputs
 	// completed are the indexes, by replica type, whose pod succeeded: in the status read, or now.
 	completed map[kubeflowv1.ReplicaType]indexSet
 }

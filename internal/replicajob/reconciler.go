@@ -21,10 +21,10 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
-	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/transition"
 )
 
 // DefaultChildEventBatch is Options.ChildEventBatch unless the operator sets it
@@ -59,15 +59,16 @@ type Options struct {
 
 // Reconciler reconciles the jobs of one framework.
 type Reconciler struct {
-	client   client.Client
-	kit      owned.Kit           // writes the extras
-	writes   *childWriter        // set up with the manager
-	status   *statuspatch.Writer // set up with the manager
-	kids     *ChildEvents        // set up with the manager: the pods and services of each job
-	fw       framework.Framework
-	recorder recorder.EventRecorder
-	clock    clock.PassiveClock
-	opts     Options
+	client client.Client
+	kit    owned.Kit           // writes the extras
+	writes *childWriter        // set up with the manager
+	status *statuspatch.Writer // set up with the manager
+	kids   *ChildEvents        // set up with the manager: the pods and services of each job
+	fw     framework.Framework
+	// tell records events and metrics, once what they tell of is written.
+	tell  transition.Teller
+	clock clock.PassiveClock
+	opts  Options
 	// mem is what the engine remembers of each job between reconciles (memory.go).
 	mem *memory
 	// plugins are the cluster features every job gets (plugins.go).
@@ -90,7 +91,8 @@ func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err er
 // reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
 // they are written (see syncExtras).
 func NewReconciler(c client.Client, reader client.Reader, fw framework.Framework, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
-	r := &Reconciler{client: c, fw: fw, recorder: rec, clock: clk, opts: opts, mem: newMemory(), plugins: pluginsFor(opts),
+	r := &Reconciler{client: c, fw: fw, clock: clk, opts: opts, mem: newMemory(), plugins: pluginsFor(opts),
+		tell: transition.Teller{Recorder: rec, Framework: fw.Name, Now: clk.Now},
 		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: fieldManager, ParentKind: fw.Kind,
 			Cached: func(client.Object) client.Reader { return nil }}}
 	if opts.Gang != nil {
@@ -129,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	p, err := plan(r.fw, r.plugins, job, in)
 	if err != nil {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, r.fw.Kind+"FailedValidation", "Reconcile", "%v", err)
+		r.tell.Tell(job, transition.Told{Events: []Event{{Type: corev1.EventTypeWarning, Reason: r.fw.Kind + "FailedValidation", Message: err.Error()}}})
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	return r.execute(ctx, job, mem, p)
@@ -150,12 +152,6 @@ func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemo
 		in.GangWaiting, in.HoldPods = st.Waiting, in.HoldPods || !st.CreatePods
 	}
 	return in, nil
-}
-
-func (r *Reconciler) recordEvents(job framework.Job, events []Event) {
-	for _, e := range events {
-		r.recorder.Eventf(job, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
-	}
 }
 
 // statusWait is how long the plan's changed status must wait before it is written: zero when
@@ -229,25 +225,27 @@ func minPositive(a, b time.Duration) time.Duration {
 	return b
 }
 
-// record counts the plan's transitions in the metrics. It runs after the status write, so each
-// transition is counted once, and not again after an operator restart.
-func (r *Reconciler) record(job framework.Job, p *Plan, now time.Time) {
-	ns, fw := job.GetNamespace(), r.fw.Name
-	st := p.Status
-	for _, t := range p.Became {
-		switch t.Type {
+// told is what the plan's status write tells: its events, with events of the writes (failed
+// creations), and the transitions the job metrics count.
+func told(p *Plan, events []Event) transition.Told {
+	t := transition.Told{Events: append(p.Events, events...), Start: p.Status.StartTime, Completion: p.Status.CompletionTime}
+	for _, b := range p.Became {
+		switch b.Type {
 		case kubeflowv1.JobCreated:
-			metrics.JobsCreated.WithLabelValues(ns, fw).Inc()
+			t.Changes = append(t.Changes, transition.Created)
 		case kubeflowv1.JobRunning:
-			if t.First {
-				metrics.TimeToRunning.WithLabelValues(fw).Observe(metrics.Seconds(now.Sub(job.GetCreationTimestamp().Time)))
+			if b.First {
+				t.Changes = append(t.Changes, transition.Running)
 			}
 		case kubeflowv1.JobRestarting:
-			metrics.JobsRestarted.WithLabelValues(ns, fw).Inc()
-		case kubeflowv1.JobSucceeded, kubeflowv1.JobFailed:
-			metrics.Finished(ns, fw, t.Type == kubeflowv1.JobSucceeded, st.StartTime, st.CompletionTime)
+			t.Changes = append(t.Changes, transition.Restarted)
+		case kubeflowv1.JobSucceeded:
+			t.Changes = append(t.Changes, transition.Succeeded)
+		case kubeflowv1.JobFailed:
+			t.Changes = append(t.Changes, transition.Failed)
 		}
 	}
+	return t
 }
 
 // ManagedByKiln reports whether runPolicy.managedBy leaves the job to kiln.

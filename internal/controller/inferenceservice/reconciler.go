@@ -30,12 +30,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
-	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/stuck"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/transition"
 	"github.com/kiln-ml/kiln/internal/version"
 )
 
@@ -86,11 +86,12 @@ type Reconciler struct {
 	watches *watches
 	// kit applies and deletes what the service needs, never what it does not control; it reads
 	// the apiserver only for a same-named object no cache holds (one without kiln's label).
-	kit      owned.Kit
-	status   *statuspatch.Writer // set up with the manager
-	recorder recorder.EventRecorder
-	clock    clock.PassiveClock
-	opts     Options
+	kit    owned.Kit
+	status *statuspatch.Writer // set up with the manager
+	// tell records the events and metrics of what was written.
+	tell  transition.Teller
+	clock clock.PassiveClock
+	opts  Options
 }
 
 // NewReconciler returns the InferenceService reconciler.
@@ -104,7 +105,7 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 	if opts.KEDAHTTPInterceptor == "" {
 		opts.KEDAHTTPInterceptor = DefaultKEDAHTTPInterceptor
 	}
-	r := &Reconciler{client: c, recorder: rec, clock: clk, opts: opts}
+	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts}
 	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf}
 	return r
 }
@@ -201,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			}
 			return reconcile.Result{}, fmt.Errorf("writing the status of InferenceService %s: %w", isvc.Name, err)
 		}
-		r.record(isvc, st, why)
+		r.tell.Tell(isvc, told(isvc, st, why))
 	}
 	if owned.AsConflict(applyErr) != nil {
 		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
@@ -277,23 +278,26 @@ func podTrouble(p *corev1.Pod) trouble {
 	return trouble{}
 }
 
-// record tells of the written status's transitions, once the write succeeded: how long the
-// service took to become Ready (from its creation, or from when it stopped being ready), and a
-// Warning event when kiln's writes start being refused or held by an object in the way.
-func (r *Reconciler) record(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus, why trouble) {
+// told is what the write of the status st over old's tells: how long the service took to become
+// Ready (from its creation, or from when it stopped being ready), and a Warning event when kiln's
+// writes start being refused or held by an object in the way.
+func told(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus, why trouble) transition.Told {
+	var t transition.Told
 	now := meta.FindStatusCondition(st.Conditions, Ready)
 	before := meta.FindStatusCondition(old.Status.Conditions, Ready)
 	if why.blocks() && (before == nil || before.Reason != why.reason || before.Message != why.message) {
-		r.recorder.Eventf(old, nil, corev1.EventTypeWarning, why.reason, "Reconcile", "%s", why.message)
+		t.Event(corev1.EventTypeWarning, why.reason, why.message)
 	}
 	if now == nil || now.Status != metav1.ConditionTrue || (before != nil && before.Status == metav1.ConditionTrue) {
-		return
+		return t
 	}
 	since := old.CreationTimestamp.Time
 	if before != nil {
 		since = before.LastTransitionTime.Time
 	}
-	metrics.TimeToReady.Observe(metrics.Seconds(now.LastTransitionTime.Sub(since)))
+	took := now.LastTransitionTime.Sub(since)
+	t.Ready = &took
+	return t
 }
 
 // applyAll server-side applies the desired objects and deletes those the spec dropped, through

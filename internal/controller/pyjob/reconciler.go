@@ -23,11 +23,11 @@ import (
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gang"
-	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/transition"
 	"github.com/kiln-ml/kiln/internal/ttl"
 )
 
@@ -49,8 +49,8 @@ type Reconciler struct {
 	// reader reads the apiserver directly: the batch Job controller's events.
 	reader client.Reader
 	clock  clock.PassiveClock
-	// recorder tells of transitions in events.
-	recorder recorder.EventRecorder
+	// tell records the events and metrics of what was written.
+	tell transition.Teller
 	// gang keeps the groups of distributed PyJobs; nil without gang scheduling.
 	gang *gang.Keeper
 	// DefaultNetworkPolicy is the network policy of PyJobs that choose none (netpol.Isolated
@@ -60,7 +60,7 @@ type Reconciler struct {
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
-	r := &Reconciler{client: c, reader: reader, recorder: rec, clock: clk,
+	r := &Reconciler{client: c, reader: reader, clock: clk, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
 		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: "PyJob", Kept: keptClaim}}
 	if g != nil {
 		r.gang = &gang.Keeper{Client: c, Backend: g, FieldOwner: "kiln"}
@@ -273,45 +273,47 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainingv1alpha1.PyJo
 		}
 		return fmt.Errorf("writing status of PyJob %s: %w", job.Name, err)
 	}
-	old := job.Status
+	r.tell.Tell(job, told(job, job.Status, st, o.problem))
 	job.Status = st
-	r.record(job, old, now, o.problem)
 	return nil
 }
 
 // Framework is the framework label of the PyJob's metrics (training_operator_jobs_*{framework}).
 const Framework = "pyjob"
 
-// record tells of the transitions from old to the PyJob's status: an event each (a Warning when
-// a child cannot be written, p), and the metrics the kubeflow.org kinds have.
-func (r *Reconciler) record(job *trainingv1alpha1.PyJob, old trainingv1alpha1.PyJobStatus, now time.Time, p problem) {
-	st := job.Status
+// told is what the write of the PyJob's status st over old tells: an event per transition (a
+// Warning when a child cannot be written, p), and the metrics the kubeflow.org kinds have.
+func told(job *trainingv1alpha1.PyJob, old, st trainingv1alpha1.PyJobStatus, p problem) transition.Told {
+	t := transition.Told{Start: st.StartTime, Completion: st.CompletionTime}
 	if p.reason != "" && st.Message != old.Message {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, p.reason, "Reconcile", "%s", p.message)
+		t.Event(corev1.EventTypeWarning, p.reason, p.message)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, ConditionOutputReused); c != nil && meta.FindStatusCondition(old.Conditions, ConditionOutputReused) == nil {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "OutputClaimReused", "Reconcile", "%s", c.Message)
+		t.Event(corev1.EventTypeWarning, "OutputClaimReused", c.Message)
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, ConditionPodsRefused) && !meta.IsStatusConditionTrue(old.Conditions, ConditionPodsRefused) {
-		r.recorder.Eventf(job, nil, corev1.EventTypeWarning, "FailedCreatePods", "Reconcile", "%s", meta.FindStatusCondition(st.Conditions, ConditionPodsRefused).Message)
+		t.Event(corev1.EventTypeWarning, "FailedCreatePods", meta.FindStatusCondition(st.Conditions, ConditionPodsRefused).Message)
 	}
 	if st.Phase == old.Phase {
-		return
+		return t
 	}
 	kind := corev1.EventTypeNormal
 	if st.Phase == trainingv1alpha1.PyJobFailed {
 		kind = corev1.EventTypeWarning
 	}
-	r.recorder.Eventf(job, nil, kind, "PyJob"+string(st.Phase), "Reconcile", "PyJob %s is %s: %s", job.Name, st.Phase, st.Message)
+	t.Event(kind, "PyJob"+string(st.Phase), fmt.Sprintf("PyJob %s is %s: %s", job.Name, st.Phase, st.Message))
 	if old.Phase == "" {
-		metrics.JobsCreated.WithLabelValues(job.Namespace, Framework).Inc()
+		t.Changes = append(t.Changes, transition.Created)
 	}
 	switch st.Phase {
 	case trainingv1alpha1.PyJobRunning:
-		metrics.TimeToRunning.WithLabelValues(Framework).Observe(metrics.Seconds(now.Sub(job.CreationTimestamp.Time)))
-	case trainingv1alpha1.PyJobSucceeded, trainingv1alpha1.PyJobFailed:
-		metrics.Finished(job.Namespace, Framework, st.Phase == trainingv1alpha1.PyJobSucceeded, st.StartTime, st.CompletionTime)
+		t.Changes = append(t.Changes, transition.Running)
+	case trainingv1alpha1.PyJobSucceeded:
+		t.Changes = append(t.Changes, transition.Succeeded)
+	case trainingv1alpha1.PyJobFailed:
+		t.Changes = append(t.Changes, transition.Failed)
 	}
+	return t
 }
 
 // syncGroup keeps the group of a distributed PyJob's workers (see gang.Keeper) until it finished.
@@ -425,6 +427,6 @@ func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	if err := r.kit.DeleteParent(ctx, job); err != nil {
 		return reconcile.Result{}, err
 	}
-	metrics.JobsDeleted.WithLabelValues(job.Namespace, Framework).Inc()
+	r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
 	return reconcile.Result{}, nil
 }

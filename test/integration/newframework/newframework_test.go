@@ -33,7 +33,7 @@ type SleepJob struct {
 }
 
 type SleepJobSpec struct {
-	RunPolicy    kubeflowv1.RunPolicy                                 `json:"runPolicy,omitempty"`
+	RunPolicy    kubeflowv1.RunPolicy                               `json:"runPolicy,omitempty"`
 	ReplicaSpecs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec `json:"sleepReplicaSpecs"`
 }
 
