@@ -122,24 +122,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if gangErr != nil && g.Waiting == "" {
 		return reconcile.Result{}, gangErr
 	}
-	var bj *batchv1.Job
-	lost, err := r.runLost(ctx, &job)
+	bj, lost, err := r.batchJob(ctx, &job)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if problem.reason == "" && g.CreatePods && !lost {
-		existing := &batchv1.Job{}
-		desired := desiredJob(&job)
-		if r.gang != nil && distributed(&job) {
-			r.gang.Backend.Decorate(&desired.Spec.Template, gang.GroupName(job.Name, "PyJob"), "worker")
-		}
-		p, err := r.ensure(ctx, &job, desired, existing)
-		if err != nil {
+		if problem, err = r.ensureJob(ctx, &job, &bj); err != nil {
 			return reconcile.Result{}, err
 		}
-		problem = p
-		if p.reason == "" {
-			bj = existing
+		if bj != nil {
 			if err := r.syncJob(ctx, &job, bj); err != nil {
 				return reconcile.Result{}, err
 			}
@@ -165,18 +156,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	return res, err
 }
 
-// runLost says whether the PyJob's batch Job started (the status says when) and is gone before
-// kiln recorded how it ended: kiln down meanwhile, a TTL of 0 set by a policy. Such a run is never
+// batchJob is the PyJob's batch Job from the cache (nil: none), read once per reconcile, and
+// whether its run is lost: it started (the status says when) and the Job is gone before kiln
+// recorded how it ended (kiln down meanwhile, a TTL of 0 set by a policy). A lost run is never
 // started again; its verdict comes from the pods that are left, if they tell it.
-func (r *Reconciler) runLost(ctx context.Context, job *trainingv1alpha1.PyJob) (bool, error) {
-	if job.Status.StartTime == nil {
-		return false, nil
+func (r *Reconciler) batchJob(ctx context.Context, job *trainingv1alpha1.PyJob) (_ *batchv1.Job, lost bool, _ error) {
+	bj := &batchv1.Job{}
+	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(job), bj); {
+	case apierrors.IsNotFound(err):
+		return nil, job.Status.StartTime != nil, nil
+	case err != nil:
+		return nil, false, err
 	}
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
-	if apierrors.IsNotFound(err) {
-		return true, nil
+	return bj, false, nil
+}
+
+// ensureJob creates the PyJob's batch Job unless *bj (as read) is there, and leaves *bj nil
+// unless the PyJob controls it: an object of its name that the PyJob does not control is the
+// problem returned, never adopted.
+func (r *Reconciler) ensureJob(ctx context.Context, job *trainingv1alpha1.PyJob, bj **batchv1.Job) (problem, error) {
+	desired := desiredJob(job)
+	if r.gang != nil && distributed(job) {
+		r.gang.Backend.Decorate(&desired.Spec.Template, gang.GroupName(job.Name, "PyJob"), "worker")
 	}
-	return false, err
+	if *bj != nil {
+		if c := owned.AsConflict(r.kit.Owns(job, desired, *bj)); c != nil {
+			*bj = nil
+			return problem{ReasonNameConflict, c.Error()}, nil
+		}
+		return problem{}, nil
+	}
+	created := &batchv1.Job{}
+	p, err := r.ensure(ctx, job, desired, created)
+	if err == nil && p.reason == "" {
+		*bj = created
+	}
+	return p, err
 }
 
 // A batch Job gets refusalGrace to create its workers before kiln reads why it has not; while
