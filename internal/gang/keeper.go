@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,18 +18,19 @@ import (
 
 // Keeper keeps the groups of one controller's jobs: each applied when it is missing or what it
 // is built into changed (a job whose group stays the same costs no request per reconcile), read
-// from the cache for why its pods wait, deleted when the job no longer runs.
+// from the cache for why its pods wait, deleted when the job no longer runs. It remembers nothing
+// itself: what it wrote of a job's group is a Synced the caller keeps with the rest of what it
+// remembers of the job (and forgets with it).
 type Keeper struct {
 	Client  client.Client
 	Backend Backend
 	// FieldOwner is the server-side-apply field manager.
 	FieldOwner string
-	synced     sync.Map // types.NamespacedName -> synced: what became of the group last written
 }
 
-// synced is what became of a group's last write: the digest of what was applied or deleted, or
-// why the apiserver refused it.
-type synced struct {
+// Synced is what became of the last write of one job's group: the digest of what was applied or
+// deleted, or why the apiserver refused it. The zero Synced is a group never written.
+type Synced struct {
 	sum     [sha256.Size]byte
 	refused string
 }
@@ -44,17 +44,18 @@ type State struct {
 
 // Sync keeps a job's group (built by Backend.Object, owned by its job): applied while the job
 // runs (Ensure), deleted once it does not (Remove). It is how every controller keeps its groups.
-func (k *Keeper) Sync(ctx context.Context, group client.Object, runs bool) (State, error) {
+// last is what was written of it before, and receives what is written now.
+func (k *Keeper) Sync(ctx context.Context, group client.Object, runs bool, last *Synced) (State, error) {
 	if !runs {
-		return State{CreatePods: true}, k.Remove(ctx, group)
+		return State{CreatePods: true}, k.Remove(ctx, group, last)
 	}
-	return k.Ensure(ctx, group)
+	return k.Ensure(ctx, group, last)
 }
 
 // Observe is what Ensure would find, from the cache alone and writing nothing: whether the job's
 // pods may be created in a reconcile that applies group first, and why they wait. A plan decides
 // from it; Sync then carries the plan out.
-func (k *Keeper) Observe(ctx context.Context, group client.Object) (State, error) {
+func (k *Keeper) Observe(ctx context.Context, group client.Object, last Synced) (State, error) {
 	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
 	seen := k.Backend.NewObject()
 	err := k.Client.Get(ctx, key, seen)
@@ -62,8 +63,8 @@ func (k *Keeper) Observe(ctx context.Context, group client.Object) (State, error
 	case meta.IsNoMatchError(err):
 		return State{Waiting: NotInstalled(k.Backend)}, nil
 	case apierrors.IsNotFound(err):
-		if v, ok := k.synced.Load(key); ok && v.(synced).refused != "" {
-			return State{Waiting: v.(synced).refused}, nil
+		if last.refused != "" {
+			return State{Waiting: last.refused}, nil
 		}
 		return State{CreatePods: !DelaysPods(k.Backend)}, nil
 	case err != nil:
@@ -87,7 +88,7 @@ func deletingPrevious(b Backend) string {
 // last applied. Pods may be created once the group exists (Volcano: once it left Pending), never
 // while a previous run's group is still being deleted (the scheduler would lose them with it).
 // A group the cluster refuses or does not serve is reported in Waiting, with no pods.
-func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error) {
+func (k *Keeper) Ensure(ctx context.Context, group client.Object, last *Synced) (State, error) {
 	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
 	sum, err := digest(group, true)
 	if err != nil {
@@ -98,11 +99,11 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 	getErr := k.Client.Get(ctx, key, seen)
 	switch {
 	case getErr == nil && seen.GetDeletionTimestamp() != nil:
-		k.synced.Delete(key) // applied again once it is gone (its deletion's event)
+		*last = Synced{} // applied again once it is gone (its deletion's event)
 		return State{Waiting: deletingPrevious(k.Backend)}, nil
 	case getErr != nil && !apierrors.IsNotFound(getErr) && !meta.IsNoMatchError(getErr):
 		return State{}, fmt.Errorf("reading %s %s: %w", kind, key, getErr)
-	case getErr == nil && k.was(key, sum):
+	case getErr == nil && last.was(sum):
 		waiting := k.Backend.Waiting(seen)
 		return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
 	}
@@ -118,12 +119,12 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 		// Refused for what the job asks (a priority class that does not exist, say): the job says
 		// so, and is retried with backoff should the cluster change.
 		refused := fmt.Sprintf("its %s was refused: %s", kind, apiMessage(err))
-		k.synced.Store(key, synced{refused: refused})
+		*last = Synced{refused: refused}
 		return State{Waiting: refused}, err
 	case err != nil:
 		return State{}, fmt.Errorf("applying %s %s: %w", kind, key, err)
 	}
-	k.synced.Store(key, synced{sum: sum})
+	*last = Synced{sum: sum}
 	waiting := ""
 	if getErr == nil {
 		waiting = k.Backend.Waiting(seen)
@@ -135,17 +136,17 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object) (State, error)
 
 // Remove deletes a job's group, once per change of what it would be built into; a group of that
 // name the job does not control is left alone.
-func (k *Keeper) Remove(ctx context.Context, group client.Object) error {
+func (k *Keeper) Remove(ctx context.Context, group client.Object, last *Synced) error {
 	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
 	sum, err := digest(group, false)
-	if err != nil || k.was(key, sum) {
+	if err != nil || last.was(sum) {
 		return err
 	}
 	parent, kit := k.parentOf(group)
 	if err := kit.Delete(ctx, parent, group); err != nil && !meta.IsNoMatchError(err) {
 		return fmt.Errorf("deleting %s %s: %w", k.Backend.GroupKind().Kind, key, err)
 	}
-	k.synced.Store(key, synced{sum: sum})
+	*last = Synced{sum: sum}
 	return nil
 }
 
@@ -169,13 +170,8 @@ func (k *Keeper) parentOf(group client.Object) (client.Object, owned.Kit) {
 	return parent, owned.Kit{Client: k.Client, FieldOwner: k.FieldOwner, ParentKind: kind}
 }
 
-// Forget drops what is known of a deleted job's group.
-func (k *Keeper) Forget(key types.NamespacedName) { k.synced.Delete(key) }
-
-func (k *Keeper) was(key types.NamespacedName, sum [sha256.Size]byte) bool {
-	v, ok := k.synced.Load(key)
-	return ok && v.(synced).refused == "" && v.(synced).sum == sum
-}
+// was says whether the group was last written as sum.
+func (s Synced) was(sum [sha256.Size]byte) bool { return s.refused == "" && s.sum == sum }
 
 // digest identifies a group as built (with its owner, so a new job of the same name differs)
 // and whether it is wanted.

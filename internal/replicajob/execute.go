@@ -58,7 +58,11 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 	var errs []error
 	if p.Group != nil && r.gang != nil {
 		// The group's changes are watched: they plan the job again.
-		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep)
+		synced := mem.group
+		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep, &synced)
+		if synced != mem.group {
+			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.group = synced })
+		}
 		if p.GroupKeep && !st.CreatePods {
 			p.CreatePods = nil
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kiln-ml/kiln/internal/gang"
 )
 
 // memory is everything the engine remembers of its jobs between reconciles, beyond what the
@@ -26,6 +28,8 @@ type jobMemory struct {
 	// status is when the job's unwritten status change was first seen, and when a condition among
 	// it first turned (statusWait).
 	status pendingStatus
+	// group is what was last written of the job's gang group (gang.Keeper).
+	group gang.Synced
 	// extras is the Plan.ExtrasDigest of the extras last synced; zero: never.
 	extras [sha256.Size]byte
 	// secretsCreated says this process created the job's secrets (createSecrets).

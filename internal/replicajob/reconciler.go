@@ -112,9 +112,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.mem.forget(req.NamespacedName)
-			if r.gang != nil {
-				r.gang.Forget(req.NamespacedName)
-			}
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -147,7 +144,7 @@ func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemo
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	if g := r.plugins.group(r.fw, job); g != nil && r.gang != nil {
 		own(r.fw, g, job)
-		st, err := r.gang.Observe(ctx, g)
+		st, err := r.gang.Observe(ctx, g, mem.group)
 		if err != nil {
 			return in, err
 		}

@@ -3,6 +3,7 @@ package pyjob
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -51,8 +52,10 @@ type Reconciler struct {
 	clock  clock.PassiveClock
 	// tell records the events and metrics of what was written.
 	tell transition.Teller
-	// gang keeps the groups of distributed PyJobs; nil without gang scheduling.
-	gang *gang.Keeper
+	// gang keeps the groups of distributed PyJobs; nil without gang scheduling. groups holds what
+	// it wrote of each PyJob's group (a gang.Synced), forgotten when the PyJob is gone.
+	gang   *gang.Keeper
+	groups sync.Map
 	// DefaultNetworkPolicy is the network policy of PyJobs that choose none (netpol.Isolated
 	// or netpol.None; "" is none).
 	DefaultNetworkPolicy string
@@ -104,6 +107,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() { end(err) }()
 	var job trainingv1alpha1.PyJob
 	if err := r.client.Get(ctx, req.NamespacedName, &job); err != nil || job.DeletionTimestamp != nil {
+		if apierrors.IsNotFound(err) {
+			r.groups.Delete(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if job.Spec.Workers < 1 {
@@ -344,7 +350,14 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	obj := r.gang.Backend.Object(gang.NewGroup(gang.GroupName(job.Name, "PyJob"), job.Namespace, &gang.Policy{PriorityClass: job.Spec.PriorityClassName}, pods))
 	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
 	obj.SetLabels(labels(job))
-	return r.gang.Sync(ctx, obj, !finished(job))
+	key := client.ObjectKeyFromObject(job)
+	var synced gang.Synced
+	if v, ok := r.groups.Load(key); ok {
+		synced = v.(gang.Synced)
+	}
+	st, err := r.gang.Sync(ctx, obj, !finished(job), &synced)
+	r.groups.Store(key, synced)
+	return st, err
 }
 
 // Reasons a PyJob stays Pending because kiln cannot write one of its children.
