@@ -1,0 +1,161 @@
+package admission
+
+// The webhooks' self-managed certificate: recreated, re-injected and healed by every replica.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// TestCertificateIsRecreatedAndReinjected deletes the certificate Secret: kiln creates a new CA
+// and serving certificate, injects the new bundle and serves the new certificate, and admission
+// keeps working.
+func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	key, old := deleteCertificate(t)
+	testenv.EventuallyWithin(t, 30*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
+			return fmt.Errorf("the CA was not replaced")
+		}
+		bundle, err := injectedBundle(ctx)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(bundle, s.Data["ca.crt"]) {
+			return fmt.Errorf("the webhook configurations do not carry the new CA bundle yet")
+		}
+		return nil
+	})
+	ready(t)
+}
+
+// deleteCertificate deletes the webhook certificate's Secret and returns its key and what it held.
+func deleteCertificate(t *testing.T) (client.ObjectKey, *corev1.Secret) {
+	t.Helper()
+	key := client.ObjectKey{Namespace: devcluster.WebhookNamespace, Name: opts.Webhook.SecretName}
+	old := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	return key, old
+}
+
+// injectedBundle is the CA bundle kiln injected into its two webhook configurations, the same in
+// both.
+func injectedBundle(ctx context.Context) ([]byte, error) {
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.MutatingName}, m); err != nil {
+		return nil, err
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: admission.ValidatingName}, v); err != nil {
+		return nil, err
+	}
+	bundle := m.Webhooks[0].ClientConfig.CABundle
+	if !bytes.Equal(bundle, v.Webhooks[0].ClientConfig.CABundle) {
+		return nil, fmt.Errorf("the two webhook configurations carry different CA bundles")
+	}
+	return bundle, nil
+}
+
+// TestReplicasHealTheCertificateWithinSeconds runs a second replica that checks its certificate
+// only every 10 minutes: it watches the Secret and the webhook configurations, so when the Secret
+// is deleted both replicas serve a certificate of the new CA — the one injected into the webhook
+// configurations — within 10 s, and admission goes on working.
+func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	addr, err := devcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), addr, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := env.StartManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	first := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
+	// Both replicas serve certificates of the CA in the webhook configurations.
+	trusted := func() error {
+		bundle, err := injectedBundle(ctx)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(bundle) {
+			return fmt.Errorf("the webhook configurations carry no CA bundle")
+		}
+		for _, a := range []string{first, addr} {
+			conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
+			if err != nil {
+				return fmt.Errorf("the replica at %s: %w", a, err)
+			}
+			conn.Close()
+		}
+		return nil
+	}
+	testenv.EventuallyWithin(t, 30*time.Second, trusted)
+
+	key, old := deleteCertificate(t)
+	start := time.Now()
+	testenv.EventuallyWithin(t, 10*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
+			return fmt.Errorf("the CA was not replaced")
+		}
+		return trusted()
+	})
+	t.Logf("both replicas serve the new certificate %s after the Secret was deleted", time.Since(start).Round(100*time.Millisecond))
+	job := builder.TFJob("after-heal", env.Namespace(t)).Replicas("Worker", 1).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatalf("admission after the certificate was healed: %v", err)
+	}
+}
+
+// TestReadyzIncludesTheWebhookServer reads the manager's /readyz checks.
+func TestReadyzIncludesTheWebhookServer(t *testing.T) {
+	ready(t)
+	resp, err := http.Get("http://" + probeAddr + "/readyz?verbose=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[+]webhooks ok") || !strings.Contains(string(body), "[+]caches ok") {
+		t.Fatalf("/readyz answered %d:\n%s", resp.StatusCode, body)
+	}
+}
