@@ -40,6 +40,9 @@ type Synced struct {
 type State struct {
 	Waiting    string
 	CreatePods bool
+	// Recheck says that nothing watched tells when the wait ends (a group the job does not
+	// control is in the way): look again later.
+	Recheck bool
 }
 
 // Sync keeps a job's group (built by Backend.Object, owned by its job): applied while the job
@@ -62,10 +65,10 @@ func (k *Keeper) Observe(ctx context.Context, group client.Object, last Synced) 
 	switch {
 	case meta.IsNoMatchError(err):
 		return State{Waiting: NotInstalled(k.Backend)}, nil
+	case last.refused != "":
+		// Its last write was refused (created or changed): no pods until one is taken.
+		return State{Waiting: last.refused}, nil
 	case apierrors.IsNotFound(err):
-		if last.refused != "" {
-			return State{Waiting: last.refused}, nil
-		}
 		return State{CreatePods: !DelaysPods(k.Backend)}, nil
 	case err != nil:
 		return State{}, fmt.Errorf("reading %s %s: %w", k.Backend.GroupKind().Kind, key, err)
@@ -74,7 +77,7 @@ func (k *Keeper) Observe(ctx context.Context, group client.Object, last Synced) 
 	}
 	if parent, kit := k.parentOf(group); kit.Owns(parent, group, seen) != nil {
 		// Never taken over: a group of that name that is not this job's (one made by hand).
-		return State{Waiting: kit.Owns(parent, group, seen).Error()}, nil
+		return State{Waiting: kit.Owns(parent, group, seen).Error(), Recheck: true}, nil
 	}
 	waiting := k.Backend.Waiting(seen)
 	return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
@@ -112,7 +115,7 @@ func (k *Keeper) Ensure(ctx context.Context, group client.Object, last *Synced) 
 	switch {
 	case owned.AsConflict(err) != nil:
 		// Never taken over: a group of that name that is not this job's (one made by hand).
-		return State{Waiting: owned.AsConflict(err).Error()}, nil
+		return State{Waiting: owned.AsConflict(err).Error(), Recheck: true}, nil
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
 		return State{Waiting: NotInstalled(k.Backend)}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):

@@ -36,10 +36,20 @@ type Kit struct {
 	Cached func(o client.Object) client.Reader
 	// ParentKind names the parent in conflicts ("TFJob", "InferenceService").
 	ParentKind string
+	// Wire, when set, sends CreateWatched's and DeleteWatched's writes (the engine's connection
+	// for its many pods and services, which decodes no answer); nil: Client.
+	Wire Wire
 	// Kept says whether existing, an object the parent's kind keeps without a controller
 	// reference (so that it outlives the parent: PyJob's Retain claim), is the parent's. Used for
 	// objects built without a controller reference only; nil: none is.
 	Kept func(parent, existing client.Object) bool
+}
+
+// Wire creates and deletes objects without reading the apiserver's answers.
+type Wire interface {
+	Create(ctx context.Context, obj client.Object) error
+	// Delete deletes obj if it is still the object of its UID, its dependents in the background.
+	Delete(ctx context.Context, obj client.Object) error
 }
 
 // Conflict is an object a parent needs whose name something else holds.
@@ -172,6 +182,55 @@ func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) er
 	return nil
 }
 
+// CreateWatched creates obj, which the parent's cache shows absent (the caller watches its kind,
+// so nothing is read first). Should an object of that name exist all the same, it is read from the
+// apiserver: the parent's own (the cache had not shown it yet) is no error, another's a *Conflict.
+func (k Kit) CreateWatched(ctx context.Context, parent, obj client.Object) error {
+	err := k.wire().Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	reader := k.Reader
+	if reader == nil {
+		reader = k.Client
+	}
+	existing := obj.DeepCopyObject().(client.Object)
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
+	}
+	return k.controlled(parent, obj, existing)
+}
+
+// DeleteWatched deletes seen, an object of the parent's as its cache shows it, by its UID: gone
+// already, or replaced meanwhile by a newer object of that name, is done (the newer one stays).
+// One the parent does not control is a *Conflict, and left alone.
+func (k Kit) DeleteWatched(ctx context.Context, parent, seen client.Object) error {
+	if err := k.controlled(parent, seen, seen); err != nil {
+		return err
+	}
+	err := k.wire().Delete(ctx, seen)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (k Kit) wire() Wire {
+	if k.Wire != nil {
+		return k.Wire
+	}
+	return clientWire{k.Client}
+}
+
+// clientWire is Wire through a controller-runtime client.
+type clientWire struct{ c client.Client }
+
+func (w clientWire) Create(ctx context.Context, obj client.Object) error { return w.c.Create(ctx, obj) }
+
+func (w clientWire) Delete(ctx context.Context, obj client.Object) error {
+	return w.c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+}
+
 // CreateUnread creates obj, an object kiln holds no right to read back (key material): an
 // AlreadyExists counts as created, by an earlier reconcile or process of the parent's (its name
 // is the parent's own: "<parent>-ssh").
@@ -186,15 +245,19 @@ func (k Kit) CreateUnread(ctx context.Context, parent, obj client.Object) error 
 }
 
 // DeleteParent deletes the parent itself (its TTL after finishing ran out), by its UID so that a
-// newer parent of the same name stays, its children going in the background. Gone already is done.
-func (k Kit) DeleteParent(ctx context.Context, parent client.Object) error {
+// newer parent of the same name stays, its children going in the background. deleted is false
+// when it was gone already (or replaced): nothing was deleted, and no error.
+func (k Kit) DeleteParent(ctx context.Context, parent client.Object) (deleted bool, _ error) {
 	ctx, end := tracing.Start(ctx, "delete "+k.ParentKind, k.ParentKind, parent.GetNamespace(), parent.GetName())
 	err := k.Client.Delete(ctx, parent, client.Preconditions{UID: ptr.To(parent.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	end(err)
-	if err = client.IgnoreNotFound(err); err != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting %s %s after its TTL: %w", k.ParentKind, parent.GetName(), err)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("deleting %s %s after its TTL: %w", k.ParentKind, parent.GetName(), err)
 }
 
 // Delete deletes the object of obj's name when parent controls it (by its UID, so a newer object

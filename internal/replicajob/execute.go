@@ -29,18 +29,20 @@ import (
 // reconcile; one that holds the pods (a group or extra in the way) drops their creation.
 func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	writeErr := r.beforePods(ctx, job, mem, p)
+	held, writeErr := r.beforePods(ctx, job, mem, p)
 	if len(p.Carried) > 0 || mem.carried != nil {
 		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
 	}
-	events, err := r.writeChildren(ctx, key, job.GetUID(), p)
+	failed, err := r.writeChildren(ctx, job, p)
 	writeErr = errors.Join(writeErr, err)
-	if res, done, err := r.writeStatus(ctx, key, job, mem, p, events); done {
+	// What held or failed is told at once, whatever becomes of the status write.
+	r.tell.Tell(job, transition.Told{Events: append(held, failed...)})
+	if res, done, err := r.writeStatus(ctx, key, job, mem, p); done {
 		return res, errors.Join(writeErr, err)
 	}
 	if p.DeleteJob {
-		err := r.kit.DeleteParent(ctx, job)
-		if err == nil {
+		deleted, err := r.kit.DeleteParent(ctx, job)
+		if deleted {
 			r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
 		}
 		return reconcile.Result{}, err
@@ -53,18 +55,25 @@ func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemo
 // waits for their volumes) and the error retries the reconcile. A group the apiserver refuses, or
 // an object in the way of an extra, holds the pods instead (they would not be placed, or would
 // mount that object); the engine remembers it, so the next plan says why the job waits.
-func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) error {
+// It returns the Warning event of a new hold.
+func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) (events []Event, _ error) {
 	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
 	var errs []error
 	if p.Group != nil && r.gang != nil {
-		// The group's changes are watched: they plan the job again.
+		// The group's changes are watched and plan the job again, but for a group in the way.
 		synced := mem.group
 		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep, &synced)
 		if synced != mem.group {
 			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.group = synced })
 		}
 		if p.GroupKeep && !st.CreatePods {
+			if len(p.CreatePods) > 0 {
+				p.RequeueAfter = minPositive(p.RequeueAfter, replanSoon) // the next plan says why
+			}
 			p.CreatePods = nil
+		}
+		if st.Recheck {
+			p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
 		}
 		errs = append(errs, err)
 	}
@@ -83,7 +92,7 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 			p.CreatePods = nil
 			p.RequeueAfter = minPositive(p.RequeueAfter, conflictRecheck)
 			if mem.conflict != conflict {
-				p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "ErrResourceExists", Message: conflict})
+				events = append(events, Event{Type: corev1.EventTypeWarning, Reason: "ErrResourceExists", Message: conflict})
 				p.RequeueAfter = replanSoon // the next plan says it in the status
 			}
 		}
@@ -99,7 +108,7 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 		}
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return events, errors.Join(errs...)
 }
 
 // How soon a job whose extras or group hold its pods looks again: conflictRecheck while they do
@@ -113,7 +122,7 @@ const (
 // writeStatus writes the plan's status when it changed and its pacing lets it (statusWait), then
 // records the transitions' events and metrics; done says the reconcile ends here (the write is
 // paced, failed, or was made meanwhile by another writer).
-func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, job framework.Job, mem jobMemory, p *Plan, events []Event) (_ reconcile.Result, done bool, _ error) {
+func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, job framework.Job, mem jobMemory, p *Plan) (_ reconcile.Result, done bool, _ error) {
 	now := r.clock.Now()
 	changed := !sameStatus(job.GetJobStatus(), &p.Status)
 	if !changed {
@@ -121,7 +130,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 	} else if wait := r.statusWait(key, job, mem.status, p, now); wait > 0 {
 		// Not yet: the next reconcile plans again and writes what is true then, with its
 		// transitions' events and metrics.
-		r.tell.Tell(job, transition.Told{Events: events})
 		return reconcile.Result{RequeueAfter: minPositive(p.RequeueAfter, wait)}, true, nil
 	}
 	if changed {
@@ -134,14 +142,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 			return reconcile.Result{}, true, err
 		}
 	}
-	r.tell.Tell(job, told(p, events))
+	r.tell.Tell(job, told(p))
 	return reconcile.Result{}, false, nil
 }
 
 // writeChildren carries out a plan's writes to pods and services: restart marks first (a failed
 // pod's retry must be recorded before the pod goes), then deletions, then creations, each group
 // concurrently. It returns Warning events for what failed, and the errors.
-func (r *Reconciler) writeChildren(ctx context.Context, key types.NamespacedName, uid types.UID, p *Plan) ([]Event, error) {
+func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Plan) ([]Event, error) {
+	key, uid := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID()
 	r.mem.expect(key, uid, p, r.clock.Now())
 	var errs []error
 	for _, m := range p.MarkRestarts {
@@ -158,13 +167,10 @@ func (r *Reconciler) writeChildren(ctx context.Context, key types.NamespacedName
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("deleting", "kind", kind, "name", o.GetName(), "uid", o.GetUID())
 			ctx, end := tracing.Start(ctx, "delete "+kind, kind, o.GetNamespace(), o.GetName())
-			err := r.writes.delete(ctx, o)
+			err := r.kit.DeleteWatched(ctx, job, o)
 			end(err)
 			if err != nil {
 				r.mem.failed(key, "", o.GetUID())
-			}
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // gone already, or replaced by a newer object of the same name
 			}
 			return err
 		})
@@ -175,13 +181,10 @@ func (r *Reconciler) writeChildren(ctx context.Context, key types.NamespacedName
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
 			ctx, end := tracing.Start(ctx, "create "+kind, kind, o.GetNamespace(), o.GetName())
-			err := r.writes.create(ctx, o)
+			err := r.kit.CreateWatched(ctx, job, o)
 			end(err)
 			if err != nil {
 				r.mem.failed(key, strings.ToLower(kind)+"/"+o.GetName(), "")
-			}
-			if apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("%s %s already exists and is not controlled by this job: delete or rename it", strings.ToLower(kind), o.GetName())
 			}
 			return err
 		})

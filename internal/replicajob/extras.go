@@ -42,6 +42,9 @@ func (p *planner) beforePods() error {
 	}
 	extras = append(extras, p.plugins.objects(p.fw, job, state)...)
 	if len(extras) == 0 {
+		if p.in.Conflict != "" {
+			p.plan.Extras = []framework.Extra{} // nothing left in the way: syncing none ends the hold
+		}
 		return nil
 	}
 	for _, e := range extras {
@@ -54,7 +57,8 @@ func (p *planner) beforePods() error {
 	if err != nil {
 		return fmt.Errorf("building the extras of %s %s: %w", p.fw.Kind, job.GetName(), err)
 	}
-	if p.plan.ExtrasDigest = sha256.Sum256(built); p.plan.ExtrasDigest != p.in.ExtrasSynced {
+	// Planned again while one is in the way, whatever the digest: only a sync ends the hold.
+	if p.plan.ExtrasDigest = sha256.Sum256(built); p.plan.ExtrasDigest != p.in.ExtrasSynced || p.in.Conflict != "" {
 		p.plan.Extras = extras
 	}
 	return nil

@@ -40,6 +40,8 @@ type jobMemory struct {
 	// refused is why the apiserver last refused to create the job's pods (a quota, an admission
 	// policy), until a creation succeeds: the next plan says it in the status.
 	refused string
+	// podConflict names an object of a pod's name that is not the job's, until a creation succeeds.
+	podConflict string
 	// conflict names the object in the way of the job's extras, until they are synced: the next
 	// plan holds the pods (they would mount that object) and says why.
 	conflict string

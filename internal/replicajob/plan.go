@@ -112,8 +112,9 @@ type Inputs struct {
 	// keeps the plan from creating pods (the gang's group is not there yet).
 	GangWaiting string
 	HoldPods    bool
-	// Refused is why the apiserver last refused to create the job's pods ("": it did not).
-	Refused string
+	// Refused is why the apiserver last refused to create the job's pods ("": it did not);
+	// PodConflict names an object of a pod's name that is not the job's ("": none).
+	Refused, PodConflict string
 	// Conflict says which object in the way of the job's extras holds its pods ("": none).
 	Conflict string
 	// SecretsCreated says this process created the job's secrets; ExtrasSynced is the
@@ -217,6 +218,9 @@ func (p *planner) sayWhyItWaits() {
 		}
 		if p.in.Conflict != "" {
 			why = append(why, strings.TrimSuffix(p.in.Conflict, "."))
+		}
+		if p.in.PodConflict != "" {
+			why = append(why, strings.TrimSuffix(p.in.PodConflict, "."))
 		}
 		if p.in.Refused != "" {
 			why = append(why, "pods cannot be created: "+strings.TrimSuffix(p.in.Refused, ".")+"; kiln retries until the quota or policy allows them")

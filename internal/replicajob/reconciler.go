@@ -62,8 +62,9 @@ type Options struct {
 // Reconciler reconciles the jobs of one framework.
 type Reconciler struct {
 	client client.Client
-	kit    owned.Kit           // writes the extras
-	writes *childWriter        // set up with the manager
+	// kit writes everything the job owns: pods and services (through the engine's own wire, set
+	// up with the manager), the gang group's, extras and secrets.
+	kit    owned.Kit
 	status *statuspatch.Writer // set up with the manager
 	kids   *ChildEvents        // set up with the manager: the pods and services of each job
 	fw     framework.Framework
@@ -79,11 +80,15 @@ type Reconciler struct {
 	gang *gang.Keeper
 }
 
-// noteRefusal keeps (err != nil) or forgets what refused a job's pods.
+// noteRefusal keeps (err != nil) or forgets what refused a job's pods: the apiserver (a quota, a
+// policy), or an object of a pod's name that is not the job's.
 func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err error) {
 	r.mem.update(key, uid, func(j *jobMemory) {
-		j.refused = ""
-		if err != nil {
+		j.refused, j.podConflict = "", ""
+		switch {
+		case owned.AsConflict(err) != nil:
+			j.podConflict = err.Error()
+		case err != nil:
 			j.refused = err.Error()
 		}
 	})
@@ -140,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // remembers of it, and what the cache shows of its gang group.
 func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, error) {
 	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
-		Refused: mem.refused, Conflict: mem.conflict, HoldPods: mem.conflict != "",
+		Refused: mem.refused, PodConflict: mem.podConflict, Conflict: mem.conflict, HoldPods: mem.conflict != "",
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	if g := r.plugins.group(r.fw, job); g != nil && r.gang != nil {
 		own(r.fw, g, job)
@@ -224,10 +229,10 @@ func minPositive(a, b time.Duration) time.Duration {
 	return b
 }
 
-// told is what the plan's status write tells: its events, with events of the writes (failed
-// creations), and the transitions the job metrics count.
-func told(p *Plan, events []Event) transition.Told {
-	t := transition.Told{Events: append(p.Events, events...), Start: p.Status.StartTime, Completion: p.Status.CompletionTime}
+// told is what the plan's status write tells: its transitions' events and the transitions the
+// job metrics count.
+func told(p *Plan) transition.Told {
+	t := transition.Told{Events: p.Events, Start: p.Status.StartTime, Completion: p.Status.CompletionTime}
 	for _, b := range p.Became {
 		switch b.Type {
 		case kubeflowv1.JobCreated:

@@ -43,7 +43,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 	}
 	r.kids = children
 	var err error
-	if r.writes, err = newChildWriter(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+	if r.kit.Wire, err = newChildWriter(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
 		return err
 	}
 	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), kubeflowv1.GroupVersion.WithKind(r.fw.Kind)); err != nil {

@@ -21,6 +21,7 @@ import (
 // only in return and does not decode it: controller-runtime's client decodes every answer, and a
 // deletion's twice more (to JSON and back): decoding was a large part of the CPU kiln spent
 // writing pods and services (measured: docs/performance.md, Measurements behind the code).
+// It is the Wire of the engine's owned.Kit.
 type childWriter struct{ core rest.Interface }
 
 // newChildWriter writes through the manager's connection (cfg and its HTTP client), in protobuf.
@@ -36,12 +37,13 @@ func newChildWriter(cfg *rest.Config, hc *http.Client) (*childWriter, error) {
 	return &childWriter{core: core}, nil
 }
 
-func (w *childWriter) create(ctx context.Context, o client.Object) error {
+// Create creates o.
+func (w *childWriter) Create(ctx context.Context, o client.Object) error {
 	return statuspatch.Send(ctx, w.core.Post().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Body(o))
 }
 
-// delete deletes o if it is still the object of that UID, its dependents in the background.
-func (w *childWriter) delete(ctx context.Context, o client.Object) error {
+// Delete deletes o if it is still the object of that UID, its dependents in the background.
+func (w *childWriter) Delete(ctx context.Context, o client.Object) error {
 	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(o.GetUID())}, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	return statuspatch.Send(ctx, w.core.Delete().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Name(o.GetName()).Body(opts))
 }

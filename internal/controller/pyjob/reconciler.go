@@ -128,12 +128,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if gangErr != nil && g.Waiting == "" {
 		return reconcile.Result{}, gangErr
 	}
-	bj, lost, err := r.batchJob(ctx, &job)
+	read, lost, err := r.batchJob(ctx, &job)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	var bj *batchv1.Job // the PyJob's own, once it may run
 	if problem.reason == "" && g.CreatePods && !lost {
-		if problem, err = r.ensureJob(ctx, &job, &bj); err != nil {
+		if bj, problem, err = r.ensureJob(ctx, &job, read); err != nil {
 			return reconcile.Result{}, err
 		}
 		if bj != nil {
@@ -177,27 +178,25 @@ func (r *Reconciler) batchJob(ctx context.Context, job *trainingv1alpha1.PyJob) 
 	return bj, false, nil
 }
 
-// ensureJob creates the PyJob's batch Job unless *bj (as read) is there, and leaves *bj nil
-// unless the PyJob controls it: an object of its name that the PyJob does not control is the
-// problem returned, never adopted.
-func (r *Reconciler) ensureJob(ctx context.Context, job *trainingv1alpha1.PyJob, bj **batchv1.Job) (problem, error) {
+// ensureJob is the PyJob's batch Job: read (as the cache has it), or created when read is nil.
+// An object of its name that the PyJob does not control is never adopted: it comes back as the
+// problem, with no Job.
+func (r *Reconciler) ensureJob(ctx context.Context, job *trainingv1alpha1.PyJob, read *batchv1.Job) (*batchv1.Job, problem, error) {
 	desired := desiredJob(job)
 	if r.gang != nil && distributed(job) {
 		r.gang.Backend.Decorate(&desired.Spec.Template, gang.GroupName(job.Name, "PyJob"), "worker")
 	}
-	if *bj != nil {
-		if c := owned.AsConflict(r.kit.Owns(job, desired, *bj)); c != nil {
-			*bj = nil
-			return problem{ReasonNameConflict, c.Error()}, nil
+	if read != nil {
+		if c := owned.AsConflict(r.kit.Owns(job, desired, read)); c != nil {
+			return nil, problem{ReasonNameConflict, c.Error()}, nil
 		}
-		return problem{}, nil
+		return read, problem{}, nil
 	}
 	created := &batchv1.Job{}
-	p, err := r.ensure(ctx, job, desired, created)
-	if err == nil && p.reason == "" {
-		*bj = created
+	if p, err := r.ensure(ctx, job, desired, created); err != nil || p.reason != "" {
+		return nil, p, err
 	}
-	return p, err
+	return created, problem{}, nil
 }
 
 // A batch Job gets refusalGrace to create its workers before kiln reads why it has not; while
@@ -452,9 +451,12 @@ func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	case left > 0:
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	if err := r.kit.DeleteParent(ctx, job); err != nil {
+	deleted, err := r.kit.DeleteParent(ctx, job)
+	if deleted {
+		r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
+	}
+	if err != nil {
 		return reconcile.Result{}, err
 	}
-	r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
 	return reconcile.Result{}, nil
 }

@@ -101,6 +101,55 @@ func TestNetworkPolicyNoneLeavesAPolicyItDoesNotOwn(t *testing.T) {
 	stays(t, np)
 }
 
+// A job held by an object in the way of its extras runs once it no longer needs that object: here
+// its isolation is dropped while a user's NetworkPolicy holds the name; the job's pods come.
+func TestAHoldEndsWhenTheExtraIsNoLongerWanted(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "fenced-network-policy", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	if err := env.Client.Create(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.TFJob("fenced", ns).Replicas("Worker", 1).Edit(func(j framework.Job) {
+		j.SetAnnotations(map[string]string{"kiln.dev/network-policy": "isolated"})
+	}).Obj())
+	testenv.Eventually(t, func() error {
+		c := getCondition(get(t, job), kubeflowv1.JobCreated)
+		if c == nil || !strings.Contains(c.Message, "NetworkPolicy fenced-network-policy already exists") {
+			return fmt.Errorf("Created condition %+v", c)
+		}
+		return nil
+	})
+	if pods := jobPods(t, job); len(pods) != 0 {
+		t.Fatalf("%d pods created while the job's NetworkPolicy is someone else's", len(pods))
+	}
+	update(t, job, func(j framework.Job) { j.SetAnnotations(nil) })
+	waitPods(t, job, 1)
+	stays(t, np)
+}
+
+// A pod of a replica's name that is not the job's is left alone, and the job says whose it is.
+func TestAPodOfAReplicasNameIsNotTheJobs(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "taken-worker-0", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.TFJob("taken", ns).Replicas("Worker", 1).Obj())
+	testenv.Eventually(t, func() error {
+		c := getCondition(get(t, job), kubeflowv1.JobCreated)
+		if c == nil || !strings.Contains(c.Message, "Pod taken-worker-0 already exists and belongs to nothing kiln made, not to TFJob taken") {
+			return fmt.Errorf("Created condition %+v", c)
+		}
+		return nil
+	})
+	env.AwaitEvent(t, ns, "taken", corev1.EventTypeWarning, "FailedCreatePod")
+	stays(t, pod)
+}
+
 func getCondition(job framework.Job, ct kubeflowv1.JobConditionType) *kubeflowv1.JobCondition {
 	for i, c := range job.GetJobStatus().Conditions {
 		if c.Type == ct {
