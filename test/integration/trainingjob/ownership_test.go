@@ -66,13 +66,7 @@ func TestMPIJobDoesNotTakeOverAConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := create(t, builder.MPIJob("pi", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj())
-	testenv.Eventually(t, func() error {
-		c := getCondition(get(t, job), kubeflowv1.JobCreated)
-		if c == nil || !strings.Contains(c.Message, "ConfigMap pi-config already exists and belongs to nothing kiln made, not to MPIJob pi") {
-			return fmt.Errorf("Created condition %+v", c)
-		}
-		return nil
-	})
+	createdSays(t, job, "ConfigMap pi-config already exists and belongs to nothing kiln made, not to MPIJob pi")
 	stays(t, cm)
 	if pods := jobPods(t, job); len(pods) != 0 {
 		t.Errorf("%d pods created around a hostfile that is not the job's", len(pods))
@@ -114,13 +108,7 @@ func TestAHoldEndsWhenTheExtraIsNoLongerWanted(t *testing.T) {
 	job := create(t, builder.TFJob("fenced", ns).Replicas("Worker", 1).Edit(func(j framework.Job) {
 		j.SetAnnotations(map[string]string{"kiln.dev/network-policy": "isolated"})
 	}).Obj())
-	testenv.Eventually(t, func() error {
-		c := getCondition(get(t, job), kubeflowv1.JobCreated)
-		if c == nil || !strings.Contains(c.Message, "NetworkPolicy fenced-network-policy already exists") {
-			return fmt.Errorf("Created condition %+v", c)
-		}
-		return nil
-	})
+	createdSays(t, job, "NetworkPolicy fenced-network-policy already exists")
 	if pods := jobPods(t, job); len(pods) != 0 {
 		t.Fatalf("%d pods created while the job's NetworkPolicy is someone else's", len(pods))
 	}
@@ -139,15 +127,21 @@ func TestAPodOfAReplicasNameIsNotTheJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := create(t, builder.TFJob("taken", ns).Replicas("Worker", 1).Obj())
+	createdSays(t, job, "Pod taken-worker-0 already exists and belongs to nothing kiln made, not to TFJob taken")
+	env.AwaitEvent(t, ns, "taken", corev1.EventTypeWarning, "FailedCreatePod")
+	stays(t, pod)
+}
+
+// createdSays waits until the job's Created condition says what.
+func createdSays(t *testing.T, job framework.Job, what string) {
+	t.Helper()
 	testenv.Eventually(t, func() error {
 		c := getCondition(get(t, job), kubeflowv1.JobCreated)
-		if c == nil || !strings.Contains(c.Message, "Pod taken-worker-0 already exists and belongs to nothing kiln made, not to TFJob taken") {
-			return fmt.Errorf("Created condition %+v", c)
+		if c == nil || !strings.Contains(c.Message, what) {
+			return fmt.Errorf("Created condition %+v, want it to say %q", c, what)
 		}
 		return nil
 	})
-	env.AwaitEvent(t, ns, "taken", corev1.EventTypeWarning, "FailedCreatePod")
-	stays(t, pod)
 }
 
 func getCondition(job framework.Job, ct kubeflowv1.JobConditionType) *kubeflowv1.JobCondition {
