@@ -98,7 +98,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			return err
 		}
 		if existing != nil {
-			if err := k.controlled(parent, obj, existing); err != nil {
+			if err := k.Owns(parent, obj, existing); err != nil {
 				return err
 			}
 			obj.SetUID(existing.GetUID())
@@ -164,16 +164,12 @@ func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) er
 		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 		}
-		reader := k.Reader
-		if reader == nil {
-			reader = k.Client
-		}
-		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 			return err
 		}
 		found = existing
 	}
-	if err := k.controlled(parent, obj, found); err != nil {
+	if err := k.Owns(parent, obj, found); err != nil {
 		return err
 	}
 	if found != existing {
@@ -190,22 +186,18 @@ func (k Kit) CreateWatched(ctx context.Context, parent, obj client.Object) error
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	reader := k.Reader
-	if reader == nil {
-		reader = k.Client
-	}
 	existing := obj.DeepCopyObject().(client.Object)
-	if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 		return fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
 	}
-	return k.controlled(parent, obj, existing)
+	return k.Owns(parent, obj, existing)
 }
 
 // DeleteWatched deletes seen, an object of the parent's as its cache shows it, by its UID: gone
 // already, or replaced meanwhile by a newer object of that name, is done (the newer one stays).
 // One the parent does not control is a *Conflict, and left alone.
 func (k Kit) DeleteWatched(ctx context.Context, parent, seen client.Object) error {
-	if err := k.controlled(parent, seen, seen); err != nil {
+	if err := k.Owns(parent, seen, seen); err != nil {
 		return err
 	}
 	err := k.wire().Delete(ctx, seen)
@@ -215,11 +207,25 @@ func (k Kit) DeleteWatched(ctx context.Context, parent, seen client.Object) erro
 	return err
 }
 
+// apiReader reads the apiserver (Reader), or the cache when the kit has no Reader.
+func (k Kit) apiReader() client.Reader {
+	if k.Reader != nil {
+		return k.Reader
+	}
+	return k.Client
+}
+
 func (k Kit) wire() Wire {
 	if k.Wire != nil {
 		return k.Wire
 	}
 	return clientWire{k.Client}
+}
+
+// byUID deletes o only while it is the object of its UID (a newer one of its name stays), its
+// dependents in the background: every deletion of the kit.
+func byUID(o client.Object) []client.DeleteOption {
+	return []client.DeleteOption{client.Preconditions{UID: ptr.To(o.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground)}
 }
 
 // clientWire is Wire through a controller-runtime client.
@@ -228,7 +234,7 @@ type clientWire struct{ c client.Client }
 func (w clientWire) Create(ctx context.Context, obj client.Object) error { return w.c.Create(ctx, obj) }
 
 func (w clientWire) Delete(ctx context.Context, obj client.Object) error {
-	return w.c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return w.c.Delete(ctx, obj, byUID(obj)...)
 }
 
 // CreateUnread creates obj, an object kiln holds no right to read back (key material): an
@@ -249,7 +255,7 @@ func (k Kit) CreateUnread(ctx context.Context, parent, obj client.Object) error 
 // when it was gone already (or replaced): nothing was deleted, and no error.
 func (k Kit) DeleteParent(ctx context.Context, parent client.Object) (deleted bool, _ error) {
 	ctx, end := tracing.Start(ctx, "delete "+k.ParentKind, k.ParentKind, parent.GetNamespace(), parent.GetName())
-	err := k.Client.Delete(ctx, parent, client.Preconditions{UID: ptr.To(parent.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err := k.Client.Delete(ctx, parent, byUID(parent)...)
 	end(err)
 	switch {
 	case err == nil:
@@ -268,7 +274,7 @@ func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
 		return err
 	}
 	ctx, end := tracing.Start(ctx, "delete "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
-	err = k.Client.Delete(ctx, existing, client.Preconditions{UID: ptr.To(existing.GetUID())}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	err = k.Client.Delete(ctx, existing, byUID(existing)...)
 	end(err)
 	if err = client.IgnoreNotFound(err); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
@@ -302,13 +308,8 @@ func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error)
 
 // Owns is nil when parent controls existing, the object of obj's name (or keeps it: Kit.Kept),
 // else the *Conflict naming existing's owner: the check every write of the kit makes, for callers
-// that read the object themselves.
+// that read the object themselves too.
 func (k Kit) Owns(parent, obj, existing client.Object) error {
-	return k.controlled(parent, obj, existing)
-}
-
-// controlled is nil when parent controls existing (or keeps it: Kit.Kept), else the *Conflict.
-func (k Kit) controlled(parent, obj, existing client.Object) error {
 	if metav1.IsControlledBy(existing, parent) {
 		return nil
 	}
