@@ -45,24 +45,35 @@ type State struct {
 	Recheck bool
 }
 
+// Seen is a job's group as the cache showed it, read once per reconcile (Read): what Observe
+// reports on and Sync builds on.
+type Seen struct {
+	obj client.Object
+	err error
+}
+
+// Read reads the job's group of group's name from the cache.
+func (k *Keeper) Read(ctx context.Context, group client.Object) Seen {
+	seen := k.Backend.NewObject()
+	return Seen{obj: seen, err: k.Client.Get(ctx, client.ObjectKeyFromObject(group), seen)}
+}
+
 // Sync keeps a job's group (built by Backend.Object, owned by its job): applied while the job
 // runs (Ensure), deleted once it does not (Remove). It is how every controller keeps its groups.
-// last is what was written of it before, and receives what is written now.
-func (k *Keeper) Sync(ctx context.Context, group client.Object, runs bool, last *Synced) (State, error) {
+// seen is the group as read this reconcile; last is what was written of it before, and receives
+// what is written now.
+func (k *Keeper) Sync(ctx context.Context, group client.Object, runs bool, seen Seen, last *Synced) (State, error) {
 	if !runs {
 		return State{CreatePods: true}, k.Remove(ctx, group, last)
 	}
-	return k.Ensure(ctx, group, last)
+	return k.Ensure(ctx, group, seen, last)
 }
 
-// Observe is what Ensure would find, from the cache alone and writing nothing: whether the job's
-// pods may be created in a reconcile that applies group first, and why they wait. A plan decides
-// from it; Sync then carries the plan out.
-func (k *Keeper) Observe(ctx context.Context, group client.Object, last Synced) (State, error) {
-	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
-	seen := k.Backend.NewObject()
-	err := k.Client.Get(ctx, key, seen)
-	switch {
+// Observe is what Ensure would find in seen, writing nothing: whether the job's pods may be
+// created in a reconcile that applies group first, and why they wait. A plan decides from it;
+// Sync then carries the plan out.
+func (k *Keeper) Observe(group client.Object, seen Seen, last Synced) (State, error) {
+	switch err := seen.err; {
 	case meta.IsNoMatchError(err):
 		return State{Waiting: NotInstalled(k.Backend)}, nil
 	case last.refused != "":
@@ -71,15 +82,16 @@ func (k *Keeper) Observe(ctx context.Context, group client.Object, last Synced) 
 	case apierrors.IsNotFound(err):
 		return State{CreatePods: !DelaysPods(k.Backend)}, nil
 	case err != nil:
-		return State{}, fmt.Errorf("reading %s %s: %w", k.Backend.GroupKind().Kind, key, err)
-	case seen.GetDeletionTimestamp() != nil:
+		return State{}, fmt.Errorf("reading %s %s: %w", k.Backend.GroupKind().Kind, group.GetName(), err)
+	case seen.obj.GetDeletionTimestamp() != nil:
 		return State{Waiting: deletingPrevious(k.Backend)}, nil
 	}
-	if parent, kit := k.parentOf(group); kit.Owns(parent, group, seen) != nil {
+	parent, kit := k.parentOf(group)
+	if err := kit.Owns(parent, group, seen.obj); err != nil {
 		// Never taken over: a group of that name that is not this job's (one made by hand).
-		return State{Waiting: kit.Owns(parent, group, seen).Error(), Recheck: true}, nil
+		return State{Waiting: err.Error(), Recheck: true}, nil
 	}
-	waiting := k.Backend.Waiting(seen)
+	waiting := k.Backend.Waiting(seen.obj)
 	return State{Waiting: waiting, CreatePods: !DelaysPods(k.Backend) || waiting == ""}, nil
 }
 
@@ -91,15 +103,14 @@ func deletingPrevious(b Backend) string {
 // last applied. Pods may be created once the group exists (Volcano: once it left Pending), never
 // while a previous run's group is still being deleted (the scheduler would lose them with it).
 // A group the cluster refuses or does not serve is reported in Waiting, with no pods.
-func (k *Keeper) Ensure(ctx context.Context, group client.Object, last *Synced) (State, error) {
+func (k *Keeper) Ensure(ctx context.Context, group client.Object, read Seen, last *Synced) (State, error) {
 	key := types.NamespacedName{Namespace: group.GetNamespace(), Name: group.GetName()}
 	sum, err := digest(group, true)
 	if err != nil {
 		return State{}, err
 	}
 	kind := k.Backend.GroupKind().Kind
-	seen := k.Backend.NewObject()
-	getErr := k.Client.Get(ctx, key, seen)
+	seen, getErr := read.obj, read.err
 	switch {
 	case getErr == nil && seen.GetDeletionTimestamp() != nil:
 		*last = Synced{} // applied again once it is gone (its deletion's event)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/tracing"
 	"github.com/kiln-ml/kiln/internal/transition"
@@ -27,9 +28,10 @@ import (
 // secrets, the extras), then the pods and services, then the status with its events and metrics,
 // and last the job's deletion once its TTL ran out. A write that fails is retried by the next
 // reconcile; one that holds the pods (a group or extra in the way) drops their creation.
-func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) (reconcile.Result, error) {
+// group is the job's gang group as observe read it.
+func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemory, group gang.Seen, p *Plan) (reconcile.Result, error) {
 	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
-	held, writeErr := r.beforePods(ctx, job, mem, p)
+	held, writeErr := r.beforePods(ctx, job, mem, group, p)
 	if len(p.Carried) > 0 || mem.carried != nil {
 		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
 	}
@@ -56,13 +58,13 @@ func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemo
 // an object in the way of an extra, holds the pods instead (they would not be placed, or would
 // mount that object); the engine remembers it, so the next plan says why the job waits.
 // It returns the Warning event of a new hold.
-func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobMemory, p *Plan) (events []Event, _ error) {
+func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobMemory, group gang.Seen, p *Plan) (events []Event, _ error) {
 	key := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}
 	var errs []error
 	if p.Group != nil && r.gang != nil {
 		// The group's changes are watched and plan the job again, but for a group in the way.
 		synced := mem.group
-		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep, &synced)
+		st, err := r.gang.Sync(ctx, p.Group, p.GroupKeep, group, &synced)
 		if synced != mem.group {
 			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.group = synced })
 		}

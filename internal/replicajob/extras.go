@@ -30,9 +30,8 @@ const fieldManager = "kiln"
 func (p *planner) beforePods() error {
 	job, st := p.job, &p.plan.Status
 	runs := !isFinished(st) && !isSuspended(job)
-	if g := p.plugins.group(p.fw, job); g != nil {
-		own(p.fw, g, job)
-		p.plan.Group, p.plan.GroupKeep = g, runs
+	if p.in.Group != nil {
+		p.plan.Group, p.plan.GroupKeep = p.in.Group, runs
 	}
 	p.plan.CreateSecrets = p.fw.Secrets != nil && !isFinished(st) && !p.in.SecretsCreated
 	var extras []framework.Extra

@@ -108,8 +108,10 @@ type Inputs struct {
 	Now, Seen time.Time
 	// Carried is the previous plan's Carried.
 	Carried map[string]int32
-	// GangWaiting says why the job's gang waits to be placed ("" when it does not); HoldPods
-	// keeps the plan from creating pods (the gang's group is not there yet).
+	// Group is the job's gang group as its GroupPlugin built it (nil: its pods are placed one by
+	// one); GangWaiting says why the gang waits to be placed ("" when it does not); HoldPods keeps
+	// the plan from creating pods (the gang's group is not there yet).
+	Group       client.Object
 	GangWaiting string
 	HoldPods    bool
 	// Refused is why the apiserver last refused to create the job's pods ("": it did not);
@@ -356,7 +358,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 				}
 				desired.Annotations[AnnotationRestarts] = strconv.Itoa(int(restarts))
 			}
-			if !p.in.HoldPods {
+			if !p.in.HoldPods && p.in.Conflict == "" { // held by the gang or by an object in the way of an extra
 				p.plan.CreatePods = append(p.plan.CreatePods, desired)
 			}
 			seen.retries += restarts

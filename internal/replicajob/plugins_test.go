@@ -16,7 +16,8 @@ import (
 func TestThePlanReturnsEveryWrite(t *testing.T) {
 	w := newWorld(mpi.New(mpi.Config{}), builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 2))
 	w.plugins = pluginsFor(Options{Gang: gang.Native{}, DefaultNetworkPolicy: netpol.Isolated})
-	in := Inputs{Now: now}
+	in := Inputs{Now: now, Group: w.plugins.group(w.fw, w.job)}
+	own(w.fw, in.Group, w.job)
 	p, err := plan(w.fw, w.plugins, w.job, in)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestThePlanReturnsEveryWrite(t *testing.T) {
 
 	// A finished job deletes its group and wants no new secret.
 	w.job.GetJobStatus().Conditions = []kubeflowv1.JobCondition{{Type: kubeflowv1.JobSucceeded, Status: "True"}}
-	done, err := plan(w.fw, w.plugins, w.job, Inputs{Now: now})
+	done, err := plan(w.fw, w.plugins, w.job, Inputs{Now: now, Group: in.Group})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 	mem := r.mem.of(req.NamespacedName, job.GetUID())
-	in, err := r.observe(ctx, job, mem, pods, services, now)
+	in, group, err := r.observe(ctx, job, mem, pods, services, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -138,24 +138,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.tell.Tell(job, transition.Told{Events: []Event{{Type: corev1.EventTypeWarning, Reason: r.fw.Kind + "FailedValidation", Message: err.Error()}}})
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	return r.execute(ctx, job, mem, p)
+	return r.execute(ctx, job, mem, group, p)
 }
 
 // observe is what a plan decides from besides the job: its children seen now, what the engine
-// remembers of it, and what the cache shows of its gang group.
-func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, error) {
+// remembers of it, and its gang group (built by the GroupPlugin) with what the cache shows of it,
+// read once for the plan and for execute's sync.
+func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, gang.Seen, error) {
 	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
-		Refused: mem.refused, PodConflict: mem.podConflict, Conflict: mem.conflict, HoldPods: mem.conflict != "",
+		Refused: mem.refused, PodConflict: mem.podConflict, Conflict: mem.conflict,
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
-	if g := r.plugins.group(r.fw, job); g != nil && r.gang != nil {
-		own(r.fw, g, job)
-		st, err := r.gang.Observe(ctx, g, mem.group)
-		if err != nil {
-			return in, err
-		}
-		in.GangWaiting, in.HoldPods = st.Waiting, in.HoldPods || !st.CreatePods
+	var seen gang.Seen
+	if r.gang == nil {
+		return in, seen, nil
 	}
-	return in, nil
+	if in.Group = r.plugins.group(r.fw, job); in.Group == nil {
+		return in, seen, nil
+	}
+	own(r.fw, in.Group, job)
+	// A job that does not run creates no pods: its group is only ever deleted, and not read here.
+	if !isFinished(job.GetJobStatus()) && !isSuspended(job) {
+		seen = r.gang.Read(ctx, in.Group)
+		st, err := r.gang.Observe(in.Group, seen, mem.group)
+		if err != nil {
+			return in, seen, err
+		}
+		in.GangWaiting, in.HoldPods = st.Waiting, !st.CreatePods
+	}
+	return in, seen, nil
 }
 
 // statusWait is how long the plan's changed status must wait before it is written: zero when

@@ -350,12 +350,19 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
 	obj.SetLabels(labels(job))
 	key := client.ObjectKeyFromObject(job)
-	var synced gang.Synced
+	var last gang.Synced
 	if v, ok := r.groups.Load(key); ok {
-		synced = v.(gang.Synced)
+		last = v.(gang.Synced)
 	}
-	st, err := r.gang.Sync(ctx, obj, !finished(job), &synced)
-	r.groups.Store(key, synced)
+	synced, runs := last, !finished(job)
+	var seen gang.Seen // read only for a group to keep: one to delete is read by its deletion
+	if runs {
+		seen = r.gang.Read(ctx, obj)
+	}
+	st, err := r.gang.Sync(ctx, obj, runs, seen, &synced)
+	if synced != last {
+		r.groups.Store(key, synced)
+	}
 	return st, err
 }
 
