@@ -65,15 +65,15 @@ func TestThePlanReturnsEveryWrite(t *testing.T) {
 	}
 }
 
-// Every plugin part is reached: a queue label says why a suspended job waits.
+// Kueue's plugin says why a suspended job waits when a queue label puts it in a queue, and only then.
 func TestPluginsSayWhySuspended(t *testing.T) {
 	job := builder.TFJob("j", "ns").Replicas("Worker", 1).Obj()
 	job.SetLabels(map[string]string{"kueue.x-k8s.io/queue-name": "q"})
 	if got := pluginsFor(Options{}).whySuspended(job); got != "waiting for Kueue to admit it from LocalQueue q" {
 		t.Errorf("why suspended: %q", got)
 	}
-	var none plugins
-	if got := none.whySuspended(job); got != "" {
-		t.Errorf("without plugins: %q", got)
+	job.SetLabels(nil)
+	if got := pluginsFor(Options{}).whySuspended(job); got != "" {
+		t.Errorf("without a queue label: %q", got)
 	}
 }
