@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +89,10 @@ func validatePyJob(job *trainingv1alpha1.PyJob) field.ErrorList {
 	errs = append(errs, validateEnv(job.Spec.Env, spec.Child("env"))...)
 	errs = append(errs, metav1validation.ValidateLabels(job.Spec.NodeSelector, spec.Child("nodeSelector"))...)
 	errs = append(errs, netpol.Validate(job.Annotations)...)
+	// The CRD compares the paths as written; the container runtime mounts them cleaned.
+	if s := job.Spec; s.OutputPath != "" && s.DatasetPath != "" && path.Clean(s.OutputPath) == path.Clean(s.DatasetPath) {
+		errs = append(errs, field.Invalid(spec.Child("outputPath"), s.OutputPath, fmt.Sprintf("must differ from spec.datasetPath (%s): the data and the results each get their own directory", s.DatasetPath)))
+	}
 	return errs
 }
 
@@ -112,6 +117,12 @@ func validateInferenceService(isvc *servingv1alpha1.InferenceService) field.Erro
 	}
 	if t := isvc.Spec.Traffic; t != nil && t.CanaryVersion == isvc.Spec.ModelURI {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "traffic", "canaryVersion"), t.CanaryVersion, "must differ from spec.modelUri: it names the new model to try"))
+	}
+	if pod, path := isvc.Spec.Pod, field.NewPath("spec", "pod"); pod != nil {
+		// They go to the Deployment's pod template as they are: the apiserver would refuse it.
+		errs = append(errs, metav1validation.ValidateLabels(pod.Labels, path.Child("labels"))...)
+		errs = append(errs, validation.ValidateAnnotations(pod.Annotations, path.Child("annotations"))...)
+		errs = append(errs, metav1validation.ValidateLabels(pod.NodeSelector, path.Child("nodeSelector"))...)
 	}
 	return errs
 }

@@ -45,6 +45,11 @@ type Framework struct {
 	DefaultRestartPolicy kubeflowv1.RestartPolicy
 	// ScaleSelector sets replicaStatuses[*].selector, which the scale subresource reads.
 	ScaleSelector bool
+	// MaxReplicas is the most pods a job of this kind may have, its replica types together; 0
+	// means DefaultMaxReplicas. A kind whose every pod lists every replica (TF_CONFIG) sets it
+	// lower, and says why in MaxReplicasWhy, which the refusal quotes. Optional.
+	MaxReplicas    int32
+	MaxReplicasWhy string
 
 	// NewJob returns an empty job of this kind; NewJobList an empty list.
 	NewJob     func() Job
@@ -88,6 +93,19 @@ type Framework struct {
 	// back. Built when they are to be created; an existing one of the same name is taken as
 	// created. Optional.
 	Secrets func(job Job) ([]*corev1.Secret, error)
+}
+
+// DefaultMaxReplicas is the most pods a job may have unless its framework says fewer: above the
+// largest training runs there are (a few thousand nodes), below what one reconcile can build
+// and the apiserver can hold (docs/limits.md has the measured memory at this limit).
+const DefaultMaxReplicas = 10000
+
+// ReplicaLimit is the most pods a job of fw's kind may have.
+func (fw Framework) ReplicaLimit() int32 {
+	if fw.MaxReplicas > 0 {
+		return fw.MaxReplicas
+	}
+	return DefaultMaxReplicas
 }
 
 // State is what the engine saw of a job, beyond its spec, when it builds the job's extras.

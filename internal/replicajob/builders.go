@@ -1,6 +1,7 @@
 package replicajob
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -101,9 +102,7 @@ func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.
 	var ports []corev1.ServicePort
 	podSpec := &job.GetReplicaSpecs()[rtype].Template.Spec
 	if i := defaultContainerIndex(fw, podSpec); i >= 0 {
-		for _, p := range podSpec.Containers[i].Ports {
-			ports = append(ports, corev1.ServicePort{Name: p.Name, Port: p.ContainerPort})
-		}
+		ports = servicePorts(podSpec.Containers[i].Ports)
 	}
 	l := replicaLabels(fw, job, rtype, index)
 	return &corev1.Service{
@@ -115,6 +114,29 @@ func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.
 		},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: l, Ports: ports},
 	}
+}
+
+// servicePorts are the ports of a replica's headless service: every port of its default
+// container, with its protocol. A Service with more than one port needs a name on each (Kubeflow
+// copies them as they are, and the apiserver refuses the Service of a template with an unnamed
+// port beside the framework's): an unnamed port is named "<protocol>-<port>", e.g. "tcp-6006".
+// A port whose name or number and protocol another already has is left out, as the apiserver
+// would refuse it too.
+func servicePorts(ports []corev1.ContainerPort) []corev1.ServicePort {
+	out := make([]corev1.ServicePort, 0, len(ports))
+	names := map[string]bool{}
+	numbers := map[corev1.ServicePort]bool{}
+	for _, p := range ports {
+		proto := cmp.Or(p.Protocol, corev1.ProtocolTCP)
+		name := cmp.Or(p.Name, strings.ToLower(string(proto))+"-"+strconv.Itoa(int(p.ContainerPort)))
+		number := corev1.ServicePort{Port: p.ContainerPort, Protocol: proto}
+		if names[name] || numbers[number] {
+			continue
+		}
+		names[name], numbers[number] = true, true
+		out = append(out, corev1.ServicePort{Name: name, Port: p.ContainerPort, Protocol: proto})
+	}
+	return out
 }
 
 // defaultContainerIndex is the container named like the framework's default container, else the

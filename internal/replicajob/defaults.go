@@ -1,6 +1,9 @@
 package replicajob
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,16 +42,35 @@ func Default(fw framework.Framework, job framework.Job, cleanPodPolicy kubeflowv
 }
 
 // canonicalTypes spells replica-type keys as the framework does ("worker" and "WORKER" become
-// "Worker"); unknown types are kept as written, for validation to name them.
+// "Worker"); unknown types are kept as written, for validation to name them. Two keys that name
+// one type ("Worker" and "worker") are both kept, the exact spelling (else the first in sorted
+// order) as the type and the other as written, so that validation refuses the second rather
+// than a map drop one of them at random.
 func canonicalTypes(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec {
 	if specs == nil {
 		return nil
 	}
 	out := make(map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, len(specs))
-	for k, v := range specs {
-		out[CanonicalType(fw, k)] = v
+	keys := slices.SortedFunc(maps.Keys(specs), func(a, b kubeflowv1.ReplicaType) int {
+		// Exact spellings first, then the rest in sorted order.
+		return cmp.Or(cmp.Compare(rank(fw, a), rank(fw, b)), cmp.Compare(a, b))
+	})
+	for _, k := range keys {
+		c := CanonicalType(fw, k)
+		if _, taken := out[c]; taken {
+			c = k
+		}
+		out[c] = specs[k]
 	}
 	return out
+}
+
+// rank orders a replica-type key for canonicalTypes: 0 when spelled as the framework does.
+func rank(fw framework.Framework, rtype kubeflowv1.ReplicaType) int {
+	if slices.Contains(fw.ReplicaTypes, rtype) {
+		return 0
+	}
+	return 1
 }
 
 // CanonicalType is the framework's spelling of a replica type matched case-insensitively, or

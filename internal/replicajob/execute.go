@@ -192,8 +192,12 @@ func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Pl
 		})
 		events = append(events, summarize("FailedCreate", "creating", kind, err)...)
 		errs = append(errs, err)
-		if kind == "Pod" && len(objs) > 0 {
+		switch {
+		case len(objs) == 0:
+		case kind == "Pod":
 			r.noteRefusal(key, uid, firstOf(err))
+		case kind == "Service":
+			r.noteServiceRefusal(key, uid, firstOf(err))
 		}
 	}
 	del("Pod", objects(p.DeletePods))

@@ -37,9 +37,10 @@ type jobMemory struct {
 	// carried is the last Plan.Carried: retry counts of kinds without services between a failed
 	// pod's deletion and its replacement's creation (see AnnotationRestarts).
 	carried map[string]int32
-	// refused is why the apiserver last refused to create the job's pods (a quota, an admission
-	// policy), until a creation succeeds: the next plan says it in the status.
-	refused string
+	// refused and refusedServices are why the apiserver last refused to create the job's pods
+	// and services (a quota, an admission policy), until a creation succeeds: the next plan says
+	// it in the status.
+	refused, refusedServices string
 	// podConflict names an object of a pod's name that is not the job's, until a creation succeeds.
 	podConflict string
 	// conflict names the object in the way of the job's extras, until they are synced: the next

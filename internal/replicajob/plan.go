@@ -96,6 +96,37 @@ type planner struct {
 	in      Inputs
 	// completed are the indexes, by replica type, whose pod succeeded: in the status read, or now.
 	completed map[kubeflowv1.ReplicaType]indexSet
+	// budget is how many more pods and services this plan may create (see batchSize); capped
+	// says it ran out.
+	budget int
+	capped bool
+}
+
+// How many pods and services one reconcile of a job creates at most: firstBatch, then as many as
+// the job has already (the batch Job controller's slow start, doubling while creations succeed),
+// up to maxBatch; one while the apiserver refuses them. A huge job is created over several
+// reconciles, each one building no more than maxBatch pods, and other jobs are served between.
+const (
+	firstBatch = 64
+	maxBatch   = 500
+)
+
+// batchSize is the creation budget of a plan (see firstBatch).
+func batchSize(in Inputs) int {
+	if in.Refused != "" || in.RefusedServices != "" {
+		return 1
+	}
+	return min(max(firstBatch, len(in.Pods)+len(in.Services)), maxBatch)
+}
+
+// take spends one creation of the plan's budget; false when it is spent.
+func (p *planner) take() bool {
+	if p.budget == 0 {
+		p.capped = true
+		return false
+	}
+	p.budget--
+	return true
 }
 
 // Inputs are what a plan decides from besides the job: its children seen now and what the
@@ -114,9 +145,10 @@ type Inputs struct {
 	Group       client.Object
 	GangWaiting string
 	HoldPods    bool
-	// Refused is why the apiserver last refused to create the job's pods ("": it did not);
-	// PodConflict names an object of a pod's name that is not the job's ("": none).
-	Refused, PodConflict string
+	// Refused and RefusedServices are why the apiserver last refused to create the job's pods
+	// and its services ("": it did not); PodConflict names an object of a pod's name that is not
+	// the job's ("": none).
+	Refused, RefusedServices, PodConflict string
 	// Conflict says which object in the way of the job's extras holds its pods ("": none).
 	Conflict string
 	// SecretsCreated says this process created the job's secrets; ExtrasSynced is the
@@ -137,7 +169,7 @@ func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Pl
 	p := &planner{
 		fw: fw, plugins: ps, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
 		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
-		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
+		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}, budget: batchSize(in),
 	}
 	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", createdMessage(fw, job.GetName()))
 	defer p.sayWhyItWaits()
@@ -205,7 +237,8 @@ func createdMessage(fw framework.Framework, name string) string {
 // sayWhyItWaits says in the Created condition why a job that runs has no running pods yet: its
 // gang waits to be placed, the apiserver refuses its pods (a quota, a policy), or a pod cannot
 // start (its image, a missing Secret, the scheduler) — the wide output's Message column shows
-// it; otherwise it says what Kubeflow says.
+// it; otherwise it says what Kubeflow says. What the apiserver refuses is said while the job
+// runs too: a refused Service leaves its replica without a name its peers can resolve.
 func (p *planner) sayWhyItWaits() {
 	c := getCondition(&p.plan.Status, kubeflowv1.JobCreated)
 	if c == nil {
@@ -213,8 +246,11 @@ func (p *planner) sayWhyItWaits() {
 	}
 	msg := createdMessage(p.fw, p.job.GetName())
 	st := &p.plan.Status
+	var why []string
+	if !isFinished(st) && !isSuspended(p.job) && p.in.RefusedServices != "" {
+		why = append(why, "services cannot be created: "+strings.TrimSuffix(p.in.RefusedServices, ".")+"; kiln retries, and a failed replica restarts once its service records the retry")
+	}
 	if !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
-		var why []string
 		if p.in.GangWaiting != "" {
 			why = append(why, p.in.GangWaiting)
 		}
@@ -230,9 +266,9 @@ func (p *planner) sayWhyItWaits() {
 		if stuck := p.stuckPod(); stuck != "" {
 			why = append(why, stuck)
 		}
-		if len(why) > 0 {
-			msg = strings.TrimSuffix(msg, ".") + "; " + strings.Join(why, "; ") + "."
-		}
+	}
+	if len(why) > 0 {
+		msg = strings.TrimSuffix(msg, ".") + "; " + strings.Join(why, "; ") + "."
 	}
 	if c.Message != msg {
 		c.Message, c.LastUpdateTime = msg, p.now
@@ -280,6 +316,9 @@ func (p *planner) active() error {
 	}
 	p.setReplicaStatuses(replicas)
 	p.verdict(replicas, seen)
+	if p.capped {
+		p.requeueAt(p.now.Time) // the next batch, once the cache shows this one
+	}
 	return nil
 }
 
@@ -328,7 +367,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 	services := p.fw.HasServices(p.job)
 	for index := range n {
 		svc := p.kids.services[rtype][index]
-		if svc == nil && services {
+		if svc == nil && services && p.take() {
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
 		pod := p.kids.pods[rtype][index]
@@ -347,6 +386,11 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			continue
 		}
 		if pod == nil {
+			seen.retries += restarts
+			// Held by the gang or by an object in the way of an extra, or left for the next batch.
+			if p.in.HoldPods || p.in.Conflict != "" || !p.take() {
+				continue
+			}
 			desired, err := desiredPod(p.fw, p.plugins, p.job, rtype, index)
 			if err != nil {
 				return count, err
@@ -358,10 +402,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 				}
 				desired.Annotations[AnnotationRestarts] = strconv.Itoa(int(restarts))
 			}
-			if !p.in.HoldPods && p.in.Conflict == "" { // held by the gang or by an object in the way of an extra
-				p.plan.CreatePods = append(p.plan.CreatePods, desired)
-			}
-			seen.retries += restarts
+			p.plan.CreatePods = append(p.plan.CreatePods, desired)
 			continue
 		}
 		if pod.DeletionTimestamp != nil {

@@ -2,7 +2,9 @@ package replicajob
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,6 +238,14 @@ func TestPlanVerdicts(t *testing.T) {
 			return w
 		},
 		wantType: kubeflowv1.JobFailed, wantMsg: "Job j has failed because it was active longer than specified deadline", wantGone: []string{"j-worker-0"},
+	}, {
+		name: "a deadline beyond what a Duration holds never comes (it overflowed into the past)",
+		world: func() *world {
+			w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 1).ActiveDeadlineSeconds(9_999_999_999)).all(corev1.PodRunning)
+			w.job.GetJobStatus().StartTime = &metav1.Time{Time: now.Add(-10 * time.Second)}
+			return w
+		},
+		wantType: kubeflowv1.JobRunning,
 	}, {
 		name: "scale down deletes the pods beyond replicas",
 		world: func() *world {
@@ -488,5 +498,79 @@ func TestCreatedOnlyPlansTheFirstWriteAlone(t *testing.T) {
 	}
 	if rs := st.ReplicaStatuses; len(rs) != 2 || rs["PS"] == nil || rs["Worker"] == nil || *rs["Worker"] != (kubeflowv1.ReplicaStatus{}) {
 		t.Errorf("replicaStatuses %+v: want zero counts of PS and Worker", rs)
+	}
+}
+
+// A template with an unnamed port (Kubeflow accepts it) gets a Service whose ports all have
+// names: the apiserver refuses a Service with two ports and an unnamed one.
+func TestServicePortsAreNamed(t *testing.T) {
+	job := builder.TFJob("j", "ns").Replicas("Worker", 1).Obj()
+	c := &job.GetReplicaSpecs()["Worker"].Template.Spec.Containers[0]
+	c.Ports = []corev1.ContainerPort{{ContainerPort: 6006}, {ContainerPort: 6006, Protocol: corev1.ProtocolUDP}, {Name: "metrics", ContainerPort: 6006}}
+	Default(tf, job, kubeflowv1.CleanPodPolicyAll)
+	got := desiredService(tf, job, "Worker", 0).Spec.Ports
+	want := []corev1.ServicePort{
+		{Name: "tcp-6006", Port: 6006, Protocol: corev1.ProtocolTCP},
+		{Name: "udp-6006", Port: 6006, Protocol: corev1.ProtocolUDP},
+		{Name: "tfjob-port", Port: 2222, Protocol: corev1.ProtocolTCP},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("service ports (-want +got):\n%s", d)
+	}
+}
+
+// A refused Service reaches the status while the job runs, and the failed pod of a replica
+// without its Service stays until the Service can record the retry.
+func TestRefusedServicesAreSaidAndHoldRestarts(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2).RestartPolicy("Worker", kubeflowv1.RestartPolicyExitCode).BackoffLimit(1)).all(corev1.PodRunning)
+	w.pod("Worker", 1, corev1.PodFailed, 137)
+	w.services = w.services[:1] // j-worker-1's is missing
+	refused := `services "j-worker-1" is forbidden: exceeded quota: team-a, requested: services=1`
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, RefusedServices: refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := getCondition(&p.Status, kubeflowv1.JobCreated); !strings.Contains(c.Message, "services cannot be created: "+refused) {
+		t.Errorf("Created: %q, want the refusal", c.Message)
+	}
+	if got := names(p.DeletePods); len(got) != 0 {
+		t.Errorf("deleted %v: the failed pod must wait for its service to record the retry", got)
+	}
+	if got := names(p.CreateServices); !slices.Equal(got, []string{"j-worker-1"}) {
+		t.Errorf("services created: %v", got)
+	}
+}
+
+// A large job's pods and services are created in batches: 64 first, then as many as exist, at
+// most 500 per reconcile, one while the apiserver refuses them; a small job at once.
+func TestCreationsComeInBatches(t *testing.T) {
+	creations := func(p *Plan) int { return len(p.CreatePods) + len(p.CreateServices) }
+	w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Master", 1).Replicas("Worker", 2999))
+	p := w.plan(t)
+	if got := creations(p); got != firstBatch || p.RequeueAfter == 0 {
+		t.Fatalf("first plan creates %d (requeue %v), want %d and a requeue", got, p.RequeueAfter, firstBatch)
+	}
+	for i := range 100 {
+		w.pod("Worker", i, corev1.PodPending, 0) // 200 children
+	}
+	if got := creations(w.plan(t)); got != 200 {
+		t.Errorf("with 200 children the plan creates %d, want 200 (doubling)", got)
+	}
+	for i := range 1000 {
+		w.pod("Worker", i, corev1.PodPending, 0)
+	}
+	if got := creations(w.plan(t)); got != maxBatch {
+		t.Errorf("with 2000 children the plan creates %d, want %d", got, maxBatch)
+	}
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: "forbidden: exceeded quota"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := creations(p); got != 1 {
+		t.Errorf("while refused the plan creates %d, want 1", got)
+	}
+	small := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 4)).plan(t)
+	if got := creations(small); got != 10 || small.RequeueAfter != 0 {
+		t.Errorf("a job of 5 replicas: %d creations (requeue %v), want all 10 at once", got, small.RequeueAfter)
 	}
 }

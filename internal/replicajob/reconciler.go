@@ -94,6 +94,16 @@ func (r *Reconciler) noteRefusal(key types.NamespacedName, uid types.UID, err er
 	})
 }
 
+// noteServiceRefusal keeps (err != nil) or forgets what refused a job's services.
+func (r *Reconciler) noteServiceRefusal(key types.NamespacedName, uid types.UID, err error) {
+	r.mem.update(key, uid, func(j *jobMemory) {
+		j.refusedServices = ""
+		if err != nil {
+			j.refusedServices = err.Error()
+		}
+	})
+}
+
 // NewReconciler returns the reconciler of fw's jobs.
 // reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
 // they are written (see syncExtras).
@@ -146,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // read once for the plan and for execute's sync.
 func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, gang.Seen, error) {
 	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
-		Refused: mem.refused, PodConflict: mem.podConflict, Conflict: mem.conflict,
+		Refused: mem.refused, RefusedServices: mem.refusedServices, PodConflict: mem.podConflict, Conflict: mem.conflict,
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	var seen gang.Seen
 	if r.gang == nil {

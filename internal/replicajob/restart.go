@@ -42,10 +42,14 @@ func (o *observed) comeBack(rtype kubeflowv1.ReplicaType) {
 }
 
 // restart recreates failed pods: their service first records the retry, then the pod goes and a
-// later reconcile creates it anew under the same name.
+// later reconcile creates it anew under the same name. A failed pod whose service is missing (it
+// is being created, or the apiserver refuses it; the status says so) stays until the service can
+// record the retry: deleting it first would forget the failure and retry past backoffLimit.
 func (p *planner) restart(retry []failedPod) {
 	for _, f := range retry {
 		switch {
+		case f.svc == nil && p.fw.HasServices(p.job):
+			continue
 		case !f.counted && f.svc != nil:
 			p.plan.MarkRestarts = append(p.plan.MarkRestarts, restartMark{Service: f.svc, Restarts: f.restarts + 1, PodUID: string(f.pod.UID)})
 		case !p.fw.HasServices(p.job):

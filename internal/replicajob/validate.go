@@ -38,6 +38,7 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 	for _, rtype := range sortedTypes(fw, specs) {
 		errs = append(errs, validateReplica(fw, job, rtype, specs[rtype], specsPath.Key(string(rtype)))...)
 	}
+	errs = append(errs, validateTotal(fw, specs, specsPath)...)
 	errs = append(errs, validateManagedBy(job, old)...)
 	errs = append(errs, netpol.Validate(job.GetAnnotations())...)
 	var warnings []string
@@ -53,6 +54,9 @@ func Validate(fw framework.Framework, job, old framework.Job) (field.ErrorList, 
 func validateReplica(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType, spec *kubeflowv1.ReplicaSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !slices.Contains(fw.ReplicaTypes, rtype) {
+		if same := CanonicalType(fw, rtype); same != rtype {
+			return append(errs, field.Duplicate(path, fmt.Sprintf("%s names the same replica type as %s (case does not count): keep one of them", rtype, same)))
+		}
 		return append(errs, field.NotSupported(path, string(rtype), typeStrings(fw)))
 	}
 	if spec == nil {
@@ -88,6 +92,30 @@ func validateReplica(fw framework.Framework, job framework.Job, rtype kubeflowv1
 		}
 	}
 	return errs
+}
+
+// validateTotal bounds the job's replicas, all types together, by its kind's limit; the error
+// names the replicas of its largest type.
+func validateTotal(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, specsPath *field.Path) field.ErrorList {
+	var total int64
+	var largest kubeflowv1.ReplicaType
+	for _, rtype := range sortedTypes(fw, specs) {
+		n := int64(framework.NumReplicas(specs[rtype]))
+		total += n
+		if largest == "" || n > int64(framework.NumReplicas(specs[largest])) {
+			largest = rtype
+		}
+	}
+	limit := fw.ReplicaLimit()
+	if total <= int64(limit) {
+		return nil
+	}
+	why := ""
+	if fw.MaxReplicasWhy != "" {
+		why = " (" + fw.MaxReplicasWhy + ")"
+	}
+	return field.ErrorList{field.Invalid(specsPath.Key(string(largest)).Child("replicas"), framework.NumReplicas(specs[largest]), fmt.Sprintf(
+		"the job has %d replicas in all, and a %s may have at most %d%s: see docs/limits.md", total, fw.Kind, limit, why))}
 }
 
 // validateManagedBy allows only known controllers in runPolicy.managedBy and forbids changing it.

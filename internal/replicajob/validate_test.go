@@ -95,6 +95,21 @@ func TestValidate(t *testing.T) {
 		{name: "PyTorch bad nprocPerNode", fw: pt, job: newPT(rs{"Worker": replica("pytorch", 2)}, func(j *kubeflowv1.PyTorchJob) { j.Spec.NprocPerNode = ptr.To("0") }),
 			want: []string{`spec.nprocPerNode: Invalid value: "0"`}},
 		{name: "PyTorch nprocPerNode xpu (Intel GPUs, torchrun 2.4+)", fw: pt, job: newPT(rs{"Worker": replica("pytorch", 2)}, func(j *kubeflowv1.PyTorchJob) { j.Spec.NprocPerNode = ptr.To("xpu") })},
+		{name: "two keys that differ only in case are refused, not one dropped", fw: tf, job: newTF(rs{"worker": replica("tensorflow", 1), "Worker": replica("tensorflow", 3), "WORKER": replica("tensorflow", 2)}),
+			want: []string{
+				"spec.tfReplicaSpecs[WORKER]: Duplicate value: \"WORKER names the same replica type as Worker (case does not count): keep one of them\"",
+				"spec.tfReplicaSpecs[worker]: Duplicate value",
+			}},
+		{name: "replicas above the kind's limit", fw: tf, job: newTF(rs{"Worker": replica("tensorflow", 990), "PS": replica("tensorflow", 20)}),
+			want: []string{"spec.tfReplicaSpecs[Worker].replicas: Invalid value: 990: the job has 1010 replicas in all, and a TFJob may have at most 1000 (every pod's TF_CONFIG lists every replica)"}},
+		{name: "replicas above the default limit, no int32 overflow", fw: pt, job: newPT(rs{"Master": replica("pytorch", 1), "Worker": replica("pytorch", 1<<31-1)}, nil),
+			want: []string{"spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: 2147483647: the job has 2147483648 replicas in all, and a PyTorchJob may have at most 10000: see docs/limits.md"}},
+		{name: "TF_CONFIG too long for Linux", fw: tf, job: func() framework.Job {
+			j := newTF(rs{"Worker": replica("tensorflow", 1000)})
+			j.SetName(strings.Repeat("n", 50))
+			j.SetNamespace(strings.Repeat("s", 63))
+			return j
+		}(), want: []string{"spec.tfReplicaSpecs: Invalid value: 1000: the TF_CONFIG of each pod would be"}},
 		{name: "XGBoost without Master", fw: xgb, job: newXGB(rs{"Worker": replica("xgboost", 2)}), want: []string{"spec.xgbReplicaSpecs[Master]: Required value"}},
 		{name: "XGBoost omitted Master replicas means 1", fw: xgb, job: func() framework.Job {
 			m := replica("xgboost", 1)

@@ -72,7 +72,9 @@ type RunPolicy struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
 	// ActiveDeadlineSeconds fails the job this many seconds after its start time (reset on resume).
+	// At most 315360000 (ten years).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
@@ -103,6 +105,8 @@ type RunPolicy struct {
 // SchedulingPolicy configures gang scheduling of a job's pods.
 type SchedulingPolicy struct {
 	// MinAvailable is the number of pods that must be placed together; default all of them.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MinAvailable *int32 `json:"minAvailable,omitempty"`
 	// Queue is the gang scheduler's queue. Immutable once set.
@@ -116,14 +120,18 @@ type SchedulingPolicy struct {
 	// +optional
 	PriorityClass string `json:"priorityClass,omitempty"`
 	// ScheduleTimeoutSeconds is how long the gang may wait to be placed.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }
 
 // ReplicaSpec describes one role of the job: how many pods, from which template, restarted how.
 type ReplicaSpec struct {
-	// Replicas is the number of pods of this role. Default 1.
+	// Replicas is the number of pods of this role. Default 1. At most 10000, and a job's
+	// replicas together at most its kind's limit (docs/limits.md).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 

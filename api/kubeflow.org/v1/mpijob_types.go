@@ -28,8 +28,9 @@ const (
 // MPIJobSpec is the desired state of an MPI job (Kubeflow's v1 MPIJob).
 type MPIJobSpec struct {
 	// SlotsPerWorker is the number of slots of each host in the hostfile (processes per worker).
-	// Default 1.
+	// Default 1, at most 4096.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
 	// +optional
 	SlotsPerWorker *int32 `json:"slotsPerWorker,omitempty"`
 
@@ -48,6 +49,8 @@ type MPIJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.exists(k, k.lowerAscii() == 'launcher')",message="a Launcher is required: it runs mpirun and decides the job's outcome"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && size(self[k].template.spec.containers) > 0)",message="every replica type needs a container: the first one runs MPI"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",message="replica types must differ by more than case (Worker and worker name the same type): keep one"
+	// +kubebuilder:validation:XValidation:rule="self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= 5000",message="a MPIJob has at most 5000 replicas in all: the hostfile lists every worker; see docs/limits.md"
 	MPIReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"mpiReplicaSpecs"`
 
 	// MainContainer is the worker container the ranks run in (kubectl-exec remote start); default

@@ -17,12 +17,17 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="spec.elasticPolicy.minReplicas must not exceed maxReplicas"
 type PaddleElasticPolicy struct {
 	// MinReplicas is the lower bound of workers; default maxReplicas, else Worker replicas.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 	// MaxReplicas is the upper bound of workers; default minReplicas, else Worker replicas.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 	// MaxRestarts bounds the restarts of an elastic job.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 	// Metrics are kept for Kubeflow compatibility; kiln creates no autoscaler from them.
@@ -50,6 +55,8 @@ type PaddleJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'paddle'))",message="every replica type must have a container named paddle: it gets the job's port and its exit code decides restarts"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",message="replica types must differ by more than case (Worker and worker name the same type): keep one"
+	// +kubebuilder:validation:XValidation:rule="self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= 10000",message="a PaddleJob has at most 10000 replicas in all; see docs/limits.md"
 	PaddleReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"paddleReplicaSpecs"`
 }
 

@@ -26,15 +26,21 @@ type RDZVConf struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",message="spec.elasticPolicy.minReplicas must not exceed maxReplicas"
 type ElasticPolicy struct {
 	// MinReplicas is the lower bound of workers; default maxReplicas, else Worker replicas.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 	// MaxReplicas is the upper bound of workers; default minReplicas, else Worker replicas.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 	// RDZVBackend is c10d (default), etcd or etcd-v2.
 	// +optional
 	RDZVBackend *RDZVBackend `json:"rdzvBackend,omitempty"`
 	// RDZVPort is the rendezvous port; default the Worker container's pytorchjob-port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	RDZVPort *int32 `json:"rdzvPort,omitempty"`
 	// RDZVHost is the rendezvous host; default "<job>-worker-0".
@@ -50,9 +56,12 @@ type ElasticPolicy struct {
 	// +optional
 	Standalone *bool `json:"standalone,omitempty"`
 	// NProcPerNode is deprecated: use spec.nprocPerNode.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
 	// +optional
 	NProcPerNode *int32 `json:"nProcPerNode,omitempty"`
 	// MaxRestarts is torchrun's --max-restarts (PET_MAX_RESTARTS).
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 	// Metrics for a HorizontalPodAutoscaler of the Worker replicas.
@@ -82,6 +91,8 @@ type PyTorchJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'pytorch'))",message="every replica type must have a container named pytorch: it gets the job's port and its exit code decides restarts"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['master', 'worker'])",message="replica types must be Master, Worker"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",message="replica types must differ by more than case (Worker and worker name the same type): keep one"
+	// +kubebuilder:validation:XValidation:rule="self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= 10000",message="a PyTorchJob has at most 10000 replicas in all; see docs/limits.md"
 	PyTorchReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"pytorchReplicaSpecs"`
 
 	// NprocPerNode is the number of processes per node, as torchrun's --nproc-per-node takes it:

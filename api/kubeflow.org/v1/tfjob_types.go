@@ -42,6 +42,8 @@ type TFJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, has(self[k].template.spec) && self[k].template.spec.containers.exists(c, c.name == 'tensorflow'))",message="every replica type must have a container named tensorflow: it gets the job's port and its exit code decides restarts"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].template.spec.containers.all(c, has(c.image) && size(c.image) > 0))",message="every container needs an image"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.lowerAscii() in ['chief', 'evaluator', 'master', 'ps', 'worker'])",message="replica types must be Chief, Evaluator, Master, PS, Worker"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",message="replica types must differ by more than case (Worker and worker name the same type): keep one"
+	// +kubebuilder:validation:XValidation:rule="self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= 1000",message="a TFJob has at most 1000 replicas in all: each pod's TF_CONFIG lists every replica; see docs/limits.md"
 	TFReplicaSpecs map[ReplicaType]*ReplicaSpec `json:"tfReplicaSpecs"`
 
 	// EnableDynamicWorker gives each pod a sparse TF_CONFIG (itself and the PS) and ignores worker

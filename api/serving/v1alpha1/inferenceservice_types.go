@@ -35,6 +35,8 @@ type InferenceServiceSpec struct {
 	// a prefix; https://<account>.blob.core.windows.net/<container>/<key> is read as Azure storage);
 	// hf://<org>/<model>[@<revision>] (every file of a Hugging Face Hub model, fetched likewise).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*(/.*)?$')",message="spec.modelUri: in pvc://<claim>/<path> the claim must be the name of a PersistentVolumeClaim (lowercase letters, digits, '-' and '.')"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || !(self.matches('^pvc://[^/]*//') || self.matches('^pvc://[^/]*/(.*/)?[.][.](/.*)?$'))",message="spec.modelUri: in pvc://<claim>/<path> the path must be relative inside the claim, without '..'"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|azblob|hf)://.+')",message="spec.modelUri must start with pvc://, http://, https://, s3://, gs://, azblob:// or hf://"
 	ModelURI string `json:"modelUri"`
 
@@ -61,17 +63,20 @@ type InferenceServiceSpec struct {
 	// MinReplicas is the lowest number of replicas (default 1); 0 scales to zero through KEDA,
 	// where KEDA is installed.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 
 	// MaxReplicas is the highest; above minReplicas (and minReplicas >= 1) an autoscaling/v2
-	// HorizontalPodAutoscaler scales between them on CPU.
+	// HorizontalPodAutoscaler scales between them on CPU. At most 10000.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 
-	// GPUPerReplica is the number of GPUs (of gpuResource) of each replica.
+	// GPUPerReplica is the number of GPUs (of gpuResource) of each replica, at most 128.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
 	// +optional
 	GPUPerReplica int32 `json:"gpuPerReplica,omitempty"`
 
@@ -216,6 +221,8 @@ type ServingResources struct {
 // to the canary's and remove traffic. Roll back: remove traffic.
 type Traffic struct {
 	// CanaryVersion is the model URI of the canary, in the same forms as modelUri.
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*(/.*)?$')",message="spec.traffic.canaryVersion: in pvc://<claim>/<path> the claim must be the name of a PersistentVolumeClaim (lowercase letters, digits, '-' and '.')"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || !(self.matches('^pvc://[^/]*//') || self.matches('^pvc://[^/]*/(.*/)?[.][.](/.*)?$'))",message="spec.traffic.canaryVersion: in pvc://<claim>/<path> the path must be relative inside the claim, without '..'"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(pvc|https?|s3|gs|azblob|hf)://.+')",message="spec.traffic.canaryVersion must be a model URI starting with pvc://, http://, https://, s3://, gs://, azblob:// or hf://"
 	CanaryVersion string `json:"canaryVersion"`
 	// CanaryPercent is the share of requests the canary gets, 0 to 100.

@@ -12,6 +12,8 @@ import (
 // the running batch Job.
 // +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || self.outputPath.startsWith('/')",message="spec.outputPath must be an absolute path such as /mnt/output"
 // +kubebuilder:validation:XValidation:rule="!has(self.datasetPath) || self.datasetPath.startsWith('/')",message="spec.datasetPath must be an absolute path such as /mnt/dataset"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || !has(self.datasetPath) || self.outputPath != self.datasetPath",message="spec.outputPath must differ from spec.datasetPath: the data and the results each get their own directory"
+// +kubebuilder:validation:XValidation:rule="[has(self.outputPath) ? self.outputPath : '', has(self.datasetPath) ? self.datasetPath : ''].all(p, !(p in ['/dev/shm', '/dev/shm/', '/opt/kiln/script', '/opt/kiln/script/']))",message="spec.outputPath and spec.datasetPath must not be /dev/shm or /opt/kiln/script: kiln mounts shared memory and the script there"
 // +kubebuilder:validation:XValidation:rule="!has(self.dataset) || has(self.datasetPath)",message="spec.dataset needs spec.datasetPath, the path to mount it at"
 // +kubebuilder:validation:XValidation:rule="!has(self.output) || has(self.outputPath)",message="spec.output needs spec.outputPath, the path to mount it at"
 // +kubebuilder:validation:XValidation:rule="(has(self.gpu) ? self.gpu : 0) == (has(oldSelf.gpu) ? oldSelf.gpu : 0)",message="spec.gpu is immutable: create a new PyJob to change it"
@@ -62,8 +64,9 @@ type PyJobSpec struct {
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
-	// GPU is the number of GPUs (of gpuResource) each worker gets (its limit).
+	// GPU is the number of GPUs (of gpuResource) each worker gets (its limit), at most 128.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
 	// +optional
 	GPU int32 `json:"gpu,omitempty"`
 
@@ -110,9 +113,10 @@ type PyJobSpec struct {
 
 	// Workers is the number of pods (nodes). More than one makes the run distributed: an Indexed
 	// Job and a headless Service, with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and
-	// NPROC_PER_NODE (and torchrun's PET_* equivalents) set.
+	// NPROC_PER_NODE (and torchrun's PET_* equivalents) set. At most 10000 (docs/limits.md).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Workers int32 `json:"workers,omitempty"`
 
@@ -122,8 +126,10 @@ type PyJobSpec struct {
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
-	// ActiveDeadlineSeconds fails the run when it has been active this long.
+	// ActiveDeadlineSeconds fails the run when it has been active this long; at most 315360000
+	// (ten years).
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
@@ -176,8 +182,11 @@ type Resources struct {
 type DatasetStorage struct {
 	// ClaimName is the PersistentVolumeClaim to mount.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.dataset.claimName must be the name of a PersistentVolumeClaim: lowercase letters, digits, '-' and '.'"
 	ClaimName string `json:"claimName"`
-	// SubPath within the volume.
+	// SubPath within the volume: a relative path inside it.
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="spec.dataset.subPath must be a relative path inside the claim, without '..'"
 	// +optional
 	SubPath string `json:"subPath,omitempty"`
 	// ReadOnly mounts the dataset read-only (default true).
@@ -204,6 +213,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.accessMode) == has(oldSelf.accessMode) && (!has(self.accessMode) || self.accessMode == oldSelf.accessMode)",message="spec.output.accessMode is immutable: create a new PyJob to change it"
 type OutputStorage struct {
 	// ClaimName is an existing PersistentVolumeClaim.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.output.claimName must be the name of a PersistentVolumeClaim: lowercase letters, digits, '-' and '.'"
 	// +optional
 	ClaimName string `json:"claimName,omitempty"`
 	// Size of the claim kiln creates, e.g. 100Gi.

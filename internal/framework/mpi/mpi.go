@@ -58,6 +58,8 @@ func New(cfg Config) framework.Framework {
 		Name:              "mpi",
 		ControllerName:    "mpijob-controller",
 		ReplicaSpecsField: "mpiReplicaSpecs",
+		MaxReplicas:       5000,
+		MaxReplicasWhy:    "the hostfile ConfigMap lists every worker and a ConfigMap holds at most 1 MiB",
 		ReplicaTypes:      []kubeflowv1.ReplicaType{launcher, worker},
 		// As Kubeflow: the first container runs MPI, whatever its name, and gets no port.
 		DefaultRestartPolicy: kubeflowv1.RestartPolicyNever,

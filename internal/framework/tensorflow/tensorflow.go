@@ -24,6 +24,9 @@ const (
 	// PortName and Port are the default port of the tensorflow container.
 	PortName = "tfjob-port"
 	Port     = 2222
+	// MaxReplicas bounds a TFJob's replicas: every pod's TF_CONFIG lists every replica, so the
+	// pods grow with the job and their sum with its square.
+	MaxReplicas = 1000
 )
 
 // Config holds the operator-level settings of the TensorFlow framework.
@@ -40,6 +43,8 @@ func New(cfg Config) framework.Framework {
 		Name:              "tensorflow",
 		ControllerName:    "tfjob-controller",
 		ReplicaSpecsField: "tfReplicaSpecs",
+		MaxReplicas:       MaxReplicas,
+		MaxReplicasWhy:    "every pod's TF_CONFIG lists every replica",
 		ReplicaTypes: []kubeflowv1.ReplicaType{
 			kubeflowv1.TFJobReplicaTypeChief, kubeflowv1.TFJobReplicaTypeEval, kubeflowv1.TFJobReplicaTypeMaster,
 			kubeflowv1.TFJobReplicaTypePS, kubeflowv1.TFJobReplicaTypeWorker,
@@ -51,7 +56,7 @@ func New(cfg Config) framework.Framework {
 		NewJob:               func() framework.Job { return &kubeflowv1.TFJob{} },
 		NewJobList:           func() client.ObjectList { return &kubeflowv1.TFJobList{} },
 		Validate: func(job framework.Job, specs *field.Path) (field.ErrorList, []string) {
-			return validate(tfJob(job), specs), nil
+			return validate(cfg, tfJob(job), specs), nil
 		},
 		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
 			return setClusterSpec(cfg, tfJob(job), t, rtype, index)

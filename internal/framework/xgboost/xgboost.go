@@ -35,6 +35,8 @@ func New() framework.Framework {
 		Name:                 "xgboost",
 		ControllerName:       "xgboostjob-controller",
 		ReplicaSpecsField:    "xgbReplicaSpecs",
+		MaxReplicas:          2000,
+		MaxReplicasWhy:       "every pod's WORKER_ADDRS lists every worker",
 		ReplicaTypes:         []kubeflowv1.ReplicaType{kubeflowv1.XGBoostJobReplicaTypeMaster, kubeflowv1.XGBoostJobReplicaTypeWorker},
 		DefaultContainer:     ContainerName,
 		DefaultPortName:      PortName,

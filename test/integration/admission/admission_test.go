@@ -156,7 +156,21 @@ var table = []badInput{
 		j.GetRunPolicy().SchedulingPolicy = &kubeflowv1.SchedulingPolicy{Queue: "a"}
 	}), update: func(o client.Object) { o.(framework.Job).GetRunPolicy().SchedulingPolicy.Queue = "b" }, field: "queue"},
 	{name: "TFJob name too long for its Services", obj: job(tf, func(j framework.Job) { j.SetName(strings.Repeat("a", 60)) }), field: "metadata.name", webhookOnly: true},
+	{name: "TFJob deadline that overflows a Duration", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().ActiveDeadlineSeconds = ptr.To[int64](9_999_999_999) }), field: "spec.runPolicy.activeDeadlineSeconds"},
+	{name: "TFJob negative scheduleTimeoutSeconds", obj: job(tf, func(j framework.Job) {
+		j.GetRunPolicy().SchedulingPolicy = &kubeflowv1.SchedulingPolicy{ScheduleTimeoutSeconds: ptr.To[int32](-1)}
+	}), field: "scheduleTimeoutSeconds"},
+	{name: "TFJob replicas above 10000", obj: job(tf, func(j framework.Job) { spec(j, "Worker").Replicas = ptr.To[int32](10001) }), field: "replicas"},
+	{name: "TFJob replicas above its kind's limit in all", obj: func(ns string) client.Object {
+		return builder.TFJob("tf", ns).Replicas("Worker", 990).Replicas("PS", 20).Obj()
+	}, field: "spec.tfReplicaSpecs"},
+	{name: "TFJob replica keys that differ only in case", obj: func(ns string) client.Object {
+		j := tf(ns).Obj()
+		j.GetReplicaSpecs()["worker"] = spec(j, "Worker").DeepCopy()
+		return j
+	}, field: "spec.tfReplicaSpecs"},
 	// PyTorchJob
+	{name: "PyTorchJob rendezvous port above 65535", obj: job(pt, func(j framework.Job) { elastic(j).RDZVPort = ptr.To[int32](70000) }), field: "rdzvPort"},
 	{name: "PyTorchJob two masters", obj: job(pt, func(j framework.Job) { spec(j, "Master").Replicas = ptr.To[int32](2) }), field: "spec.pytorchReplicaSpecs[Master].replicas"},
 	{name: "PyTorchJob no workers", obj: job(pt, func(j framework.Job) { spec(j, "Worker").Replicas = ptr.To[int32](0) }), field: "spec.pytorchReplicaSpecs[Worker].replicas"},
 	{name: "PyTorchJob elastic without Worker", obj: func(ns string) client.Object {
@@ -187,6 +201,7 @@ var table = []badInput{
 	{name: "MPIJob unknown replica type", obj: func(ns string) client.Object { return mpiJob(ns).Replicas("Master", 1).Obj() }, field: "spec.mpiReplicaSpecs"},
 	{name: "MPIJob replica without containers", obj: job(mpiJob, func(j framework.Job) { spec(j, "Worker").Template.Spec.Containers = nil }), field: "spec.mpiReplicaSpecs"},
 	{name: "MPIJob slotsPerWorker 0", obj: job(mpiJob, func(j framework.Job) { j.(*kubeflowv1.MPIJob).Spec.SlotsPerWorker = ptr.To[int32](0) }), field: "spec.slotsPerWorker"},
+	{name: "MPIJob slotsPerWorker above 4096", obj: job(mpiJob, func(j framework.Job) { j.(*kubeflowv1.MPIJob).Spec.SlotsPerWorker = ptr.To[int32](5000) }), field: "spec.slotsPerWorker"},
 	{name: "MPIJob kubectl-exec without the opt-in", obj: job(mpiJob, func(j framework.Job) {
 		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPIRemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
 	}), field: "metadata.annotations[kiln.dev/mpi-remote-start]", webhookOnly: true},
@@ -204,6 +219,24 @@ var table = []badInput{
 	{name: "PyJob image changed", obj: pyJob(func(*trainingv1alpha1.PyJob) {}), update: func(o client.Object) {
 		o.(*trainingv1alpha1.PyJob).Spec.Image = "pytorch/pytorch:2.1"
 	}, field: "spec.image"},
+	{name: "PyJob workers above the limit", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Workers = 100001 }), field: "spec.workers"},
+	{name: "PyJob deadline that overflows a Duration", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](9_999_999_999) }), field: "spec.activeDeadlineSeconds"},
+	{name: "PyJob output at the dataset's path", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Spec.DatasetPath, p.Spec.OutputPath = "/mnt/data", "/mnt/data"
+		p.Spec.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: "data"}
+	}), field: "spec.outputPath"},
+	{name: "PyJob output at the dataset's path, spelled otherwise", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Spec.DatasetPath, p.Spec.OutputPath = "/mnt/data", "/mnt/data/"
+	}), field: "spec.outputPath", webhookOnly: true},
+	{name: "PyJob output on /dev/shm", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.OutputPath = "/dev/shm" }), field: "spec.outputPath"},
+	{name: "PyJob dataset subPath leaving the claim", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Spec.DatasetPath = "/mnt/data"
+		p.Spec.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: "data", SubPath: "../other"}
+	}), field: "spec.dataset.subPath"},
+	{name: "PyJob output claim that is no claim name", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
+		p.Spec.OutputPath = "/mnt/out"
+		p.Spec.Output = &trainingv1alpha1.OutputStorage{ClaimName: "Bad_Claim"}
+	}), field: "spec.output.claimName"},
 	{name: "PyJob duplicate env", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
 		p.Spec.Env = []corev1.EnvVar{{Name: "EPOCHS", Value: "1"}, {Name: "EPOCHS", Value: "2"}}
 	}), field: "spec.env[1].name", webhookOnly: true},
@@ -211,6 +244,15 @@ var table = []badInput{
 	{name: "PyJob image with spaces", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Image = "pytorch/pytorch 2.0" }), field: "spec.image", webhookOnly: true},
 	// InferenceService
 	{name: "InferenceService bad model URI", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.ModelURI = "ftp://models/iris" }), field: "spec.modelUri"},
+	{name: "InferenceService pvc path leaving the claim", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.ModelURI = "pvc://claim/../x" }), field: "spec.modelUri"},
+	{name: "InferenceService pvc claim that is no claim name", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.ModelURI = "pvc://Bad_Claim/m" }), field: "spec.modelUri"},
+	{name: "InferenceService canary pvc path absolute", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "pvc://claim//etc", CanaryPercent: 10}
+	}), field: "spec.traffic.canaryVersion"},
+	{name: "InferenceService invalid pod label", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Pod = &servingv1alpha1.PodOptions{Labels: map[string]string{"team": "a b"}}
+	}), field: "spec.pod.labels", webhookOnly: true},
+	{name: "InferenceService GPUs above 128", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.GPUPerReplica = 1000 }), field: "spec.gpuPerReplica"},
 	{name: "InferenceService max below min", obj: isvc(func(i *servingv1alpha1.InferenceService) {
 		i.Spec.MinReplicas, i.Spec.MaxReplicas = ptr.To[int32](3), ptr.To[int32](2)
 	}), field: "spec.maxReplicas"},
