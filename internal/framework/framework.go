@@ -114,6 +114,10 @@ type State struct {
 	Active bool
 	// Running lists, by replica type, the indexes of the pods in phase Running, ascending.
 	Running map[kubeflowv1.ReplicaType][]int
+	// Existing lists, by replica type, the indexes whose pod exists and is the job's own (it
+	// controls it), in any phase, ascending: a pod of a replica's name that another owner made
+	// is not among them.
+	Existing map[kubeflowv1.ReplicaType][]int
 }
 
 // Extra is one object of Framework.Extras: Object is applied when Wanted, deleted otherwise.

@@ -35,7 +35,7 @@ func (p *planner) beforePods() error {
 	}
 	p.plan.CreateSecrets = p.fw.Secrets != nil && !isFinished(st) && !p.in.SecretsCreated
 	var extras []framework.Extra
-	state := framework.State{Active: runs, Running: p.plan.Running}
+	state := framework.State{Active: runs, Running: p.plan.Running, Existing: p.kids.indexes()}
 	if p.fw.Extras != nil {
 		extras = p.fw.Extras(job, state)
 	}

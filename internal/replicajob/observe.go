@@ -1,6 +1,8 @@
 package replicajob
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +52,17 @@ func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod
 		c.services[rtype][index] = s
 	}
 	return c
+}
+
+// indexes are the replica indexes of the job's pods, by type, ascending.
+func (c children) indexes() map[kubeflowv1.ReplicaType][]int {
+	out := make(map[kubeflowv1.ReplicaType][]int, len(c.pods))
+	for rtype, pods := range c.pods {
+		if len(pods) > 0 {
+			out[rtype] = slices.Sorted(maps.Keys(pods))
+		}
+	}
+	return out
 }
 
 func replicaOf(byLower map[string]kubeflowv1.ReplicaType, l map[string]string) (kubeflowv1.ReplicaType, int, bool) {

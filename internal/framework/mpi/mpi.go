@@ -170,6 +170,11 @@ func validate(cfg Config, job *kubeflowv1.MPIJob, specs *field.Path) (field.Erro
 			errs = append(errs, field.Forbidden(annotation, "kubectl-exec is not enabled in this kiln install (it needs rights on pods/exec): "+
 				"remove the annotation to use SSH, or have the install enable it (kustomize component config/components/mpi-kubectl-exec, Helm value mpi.kubectlExec=true)"))
 		}
+		if l != nil && l.Template.Spec.ServiceAccountName != "" && l.Template.Spec.ServiceAccountName != launcherAccount(job) {
+			errs = append(errs, field.Forbidden(specs.Key(string(launcher)).Child("template", "spec", "serviceAccountName"), fmt.Sprintf(
+				"in kubectl-exec mode the launcher runs as %s, the ServiceAccount kiln creates for this job, which alone may exec into its workers: remove serviceAccountName, or use SSH",
+				launcherAccount(job))))
+		}
 	default:
 		errs = append(errs, field.NotSupported(annotation, rs, []string{kubeflowv1.MPIRemoteStartSSH, kubeflowv1.MPIRemoteStartKubectlExec}))
 	}

@@ -156,7 +156,9 @@ func TestKubectlExecLauncherAndWorker(t *testing.T) {
 		t.Errorf("worker volumes %+v: want kubexec.sh only", v)
 	}
 
-	extras := fw.Extras(job, framework.State{Active: true, Running: map[kubeflowv1.ReplicaType][]int{"Worker": {1}}})
+	// Worker 1's pod is the job's; worker 0's name is held by no pod of the job (another's, or none).
+	extras := fw.Extras(job, framework.State{Active: true, Running: map[kubeflowv1.ReplicaType][]int{"Worker": {1}},
+		Existing: map[kubeflowv1.ReplicaType][]int{"Launcher": {0}, "Worker": {1}}})
 	if len(extras) != 4 {
 		t.Fatalf("%d extras, want the ConfigMap, ServiceAccount, Role and RoleBinding", len(extras))
 	}
@@ -169,8 +171,8 @@ func TestKubectlExecLauncherAndWorker(t *testing.T) {
 	}
 	role := extras[2].Object.(*rbacv1.Role)
 	wantRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: []string{"pi-worker-0", "pi-worker-1"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: []string{"pi-worker-1"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: []string{"pi-worker-1"}},
 	}
 	if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
 		t.Errorf("role (-want +got):\n%s", diff)
@@ -180,9 +182,12 @@ func TestKubectlExecLauncherAndWorker(t *testing.T) {
 		t.Errorf("binding %+v", binding)
 	}
 
+	if extras := fw.Extras(job, framework.State{}); len(extras[2].Object.(*rbacv1.Role).Rules) != 0 {
+		t.Errorf("with no pod of the job the Role grants %+v, want nothing", extras[2].Object.(*rbacv1.Role).Rules)
+	}
 	job.Spec.MPIReplicaSpecs["Launcher"].Template.Spec.ServiceAccountName = "mine"
-	if extras := fw.Extras(job, framework.State{}); len(extras) != 3 || extras[2].Object.(*rbacv1.RoleBinding).Subjects[0].Name != "mine" {
-		t.Errorf("launcher with its own account: want no ServiceAccount and the binding to it, got %d extras", len(extras))
+	if errs, _ := fw.Validate(job, field.NewPath("spec", "mpiReplicaSpecs")); len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.mpiReplicaSpecs[Launcher].template.spec.serviceAccountName: Forbidden: in kubectl-exec mode the launcher runs as pi-launcher") {
+		t.Errorf("a launcher naming its own account in kubectl-exec mode: %v, want it refused", errs)
 	}
 }
 

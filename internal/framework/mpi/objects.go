@@ -37,18 +37,18 @@ func SSHSecretName(job *kubeflowv1.MPIJob) string {
 	return strings.TrimSuffix(job.Name+"-ssh-"+uid, "-")
 }
 
-// launcherAccount is the launcher's service account in kubectl-exec mode: its template's, else
-// "<job>-launcher", which kiln creates.
+// launcherAccount is the launcher's service account in kubectl-exec mode, which kiln creates for
+// the job and alone binds to the exec Role: a template naming another is refused (validate), so
+// no account a user chose borrows the Role.
 func launcherAccount(job *kubeflowv1.MPIJob) string {
-	if l := job.Spec.MPIReplicaSpecs[launcher]; l != nil && l.Template.Spec.ServiceAccountName != "" {
-		return l.Template.Spec.ServiceAccountName
-	}
 	return podName(job.Name, launcher, 0)
 }
 
 // extras are the job's ConfigMap (hostfile and discover_hosts.sh; kubexec.sh in kubectl-exec
-// mode) and, in kubectl-exec mode, the launcher's ServiceAccount, Role and RoleBinding: the Role
-// grants exec into this job's workers only.
+// mode) and, in kubectl-exec mode, the launcher's ServiceAccount, Role and RoleBinding. The Role
+// grants get and exec on this job's own worker pods only, by name: those that exist and the job
+// controls (State.Existing). A pod of a worker's name that another job made (a TFJob of the
+// same name has pods <job>-worker-<i> too) is never among them.
 func extras(cfg Config, job *kubeflowv1.MPIJob, s framework.State) []framework.Extra {
 	data := map[string]string{
 		HostfileName:      Hostfile(job),
@@ -60,24 +60,25 @@ func extras(cfg Config, job *kubeflowv1.MPIJob, s framework.State) []framework.E
 	data[KubexecName] = Kubexec(job)
 	name := podName(job.Name, launcher, 0)
 	var workers []string
-	for i := range int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker])) {
-		workers = append(workers, podName(job.Name, worker, i))
+	n := int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker]))
+	for _, i := range s.Existing[worker] {
+		if i < n {
+			workers = append(workers, podName(job.Name, worker, i))
+		}
 	}
-	out := []framework.Extra{{Object: configMap(job, data), Wanted: true}}
-	if launcherAccount(job) == name {
-		out = append(out, framework.Extra{Object: &corev1.ServiceAccount{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name},
-		}, Wanted: true})
-	}
+	out := []framework.Extra{{Object: configMap(job, data), Wanted: true}, {Object: &corev1.ServiceAccount{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name},
+	}, Wanted: true}}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		},
 	}
 	if len(workers) > 0 {
-		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: workers})
+		// kubectl exec reads the pod, then execs into it.
+		role.Rules = []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: workers},
+			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: workers},
+		}
 	}
 	binding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},

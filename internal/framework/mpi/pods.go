@@ -85,9 +85,7 @@ func setLauncher(cfg Config, job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpec, 
 			framework.Env("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
 			framework.Env("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))...)
 		items = append(items, corev1.KeyToPath{Key: KubexecName, Path: KubexecName, Mode: fileMode(0o555)})
-		if t.Spec.ServiceAccountName == "" {
-			t.Spec.ServiceAccountName = launcherAccount(job)
-		}
+		t.Spec.ServiceAccountName = launcherAccount(job) // validate refuses another
 		deliverKubectl(cfg, t, c)
 	}
 	if !isGPULauncher(job) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,12 +87,18 @@ func TestKubectlExecMode(t *testing.T) {
 		return get(t, ns, "pi-launcher", &sa)
 	})
 	wantRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}, ResourceNames: []string{"pi-worker-0", "pi-worker-1"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}, ResourceNames: []string{"pi-worker-0", "pi-worker-1"}},
 	}
-	if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
-		t.Errorf("role (-want +got):\n%s", diff)
-	}
+	testenv.Eventually(t, func() error { // the Role follows the workers' pods as they come
+		if err := get(t, ns, "pi-launcher", &role); err != nil {
+			return err
+		}
+		if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
+			return fmt.Errorf("role (-want +got):\n%s", diff)
+		}
+		return nil
+	})
 	if s := binding.Subjects; len(s) != 1 || s[0].Name != "pi-launcher" || s[0].Namespace != ns || binding.RoleRef.Name != "pi-launcher" {
 		t.Errorf("binding %+v", binding)
 	}
@@ -221,5 +228,63 @@ func TestDeletedLauncherRightsComeBack(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestExecCannotBeBorrowed: an MPIJob named like another job shares its workers' pod names
+// (<job>-worker-<i>). Its launcher may exec only into the pods the MPIJob itself made, and a
+// launcher template naming another ServiceAccount (one the user could run a pod as) is refused.
+func TestExecCannotBeBorrowed(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	// Another owner's pod of a worker's name: a TFJob "x"'s worker, say.
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x-worker-0", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tensorflow", Image: "tf:1"}}}}
+	if err := env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	job := builder.MPIJob("x", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	testenv.Eventually(t, func() error {
+		if err := get(t, ns, "x-launcher", &role); err != nil {
+			return err
+		}
+		if len(role.Rules) != 2 || !cmp.Equal(role.Rules[1].ResourceNames, []string{"x-worker-1"}) {
+			return fmt.Errorf("role rules %+v, want get and exec on x-worker-1 only", role.Rules)
+		}
+		return nil
+	})
+	may := func(pod string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":x-launcher", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "exec", Namespace: ns, Name: pod}}}
+		if err := env.Client.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	if may("x-worker-0") {
+		t.Error("the launcher may exec into x-worker-0, another owner's pod")
+	}
+	if !may("x-worker-1") {
+		t.Error("the launcher may not exec into x-worker-1, its own worker")
+	}
+
+	borrowed := builder.MPIJob("y", ns).Replicas("Launcher", 1).Replicas("Worker", 1).Obj()
+	borrowed.GetReplicaSpecs()["Launcher"].Template.Spec.ServiceAccountName = "default"
+	// This suite runs without webhooks (which refuse it): the engine fails the job, naming the field.
+	if err := env.Client.Create(ctx, borrowed); err != nil {
+		t.Fatal(err)
+	}
+	failed := env.WaitCondition(t, borrowed, kubeflowv1.JobFailed, testenv.Timeout)
+	if c := failed.GetJobStatus().Conditions; !strings.Contains(c[len(c)-1].Message, "spec.mpiReplicaSpecs[Launcher].template.spec.serviceAccountName") {
+		t.Errorf("Failed %q, want it to name the launcher's serviceAccountName", c[len(c)-1].Message)
+	}
+	if pods := env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "y"}); len(pods) != 0 {
+		t.Errorf("%d pods of the refused job, want none", len(pods))
 	}
 }
