@@ -26,7 +26,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("kiln-fetch", flag.ContinueOnError)
-	uri := fs.String("uri", "", "model URI: http(s)://, s3://bucket/key, gs://bucket/key, azblob://container/key (or a prefix), hf://org/model[@revision]")
+	uri := fs.String("uri", os.Getenv("KILN_MODEL_URI"), "model URI: http(s)://, s3://bucket/key, gs://bucket/key, azblob://container/key (or a prefix), hf://org/model[@revision]; default $KILN_MODEL_URI, which keeps a pre-signed URL's signature out of the process list")
 	dest := fs.String("dest", "/mnt/models", "folder to download into")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	maxBytes := fs.Int64("max-bytes", 0, "stop when the model grows past this many bytes (0: no limit)")
@@ -35,7 +35,7 @@ func run(args []string) error {
 		return err
 	}
 	if *uri == "" {
-		return fmt.Errorf("--uri is required")
+		return fmt.Errorf("--uri (or KILN_MODEL_URI) is required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -33,13 +33,19 @@ func TestFlags(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "model", "weights.bin")); err != nil || string(b) != "weights" {
 		t.Errorf("unpacked: %q, %v", b, err)
 	}
+	// As the init container runs it: the URI in the environment, kept out of the process list.
+	t.Setenv("KILN_MODEL_URI", uri)
+	if err := run([]string{"--dest", t.TempDir()}); err != nil {
+		t.Errorf("with KILN_MODEL_URI: %v", err)
+	}
+	t.Setenv("KILN_MODEL_URI", "")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--uri", uri, "--dest", t.TempDir(), "--max-bytes", "10"}, "larger than its size limit"},
 		{[]string{"--uri", uri, "--dest", t.TempDir(), "--sha256", strings.Repeat("0", 64)}, "as storage.sha256 says"},
-		{[]string{"--dest", t.TempDir()}, "--uri is required"},
+		{[]string{"--dest", t.TempDir()}, "--uri (or KILN_MODEL_URI) is required"},
 	} {
 		if err := run(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)

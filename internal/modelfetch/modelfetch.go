@@ -31,6 +31,8 @@ import (
 	_ "gocloud.dev/blob/s3blob" // s3:// buckets
 	"gocloud.dev/gcerrors"
 	"google.golang.org/api/option"
+
+	"github.com/kiln-ml/kiln/internal/modeluri"
 )
 
 // Options bound a fetch.
@@ -103,19 +105,8 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	return fmt.Sprintf("%s (%d bytes)", single, f.bytes), nil
 }
 
-// Redact is uri without its query string and user info (a pre-signed URL's signature, a
-// password): what may appear in errors, logs and statuses.
-func Redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		if i := strings.IndexAny(uri, "?#"); i >= 0 {
-			return uri[:i]
-		}
-		return uri
-	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
-}
+// Redact is uri without its secrets (modeluri.Redact).
+func Redact(uri string) string { return modeluri.Redact(uri) }
 
 // hasAWSCredentials says whether the environment gives the AWS SDK credentials (the variables of
 // storage.secretName, a profile, workload identity); without, s3:// is read anonymously.

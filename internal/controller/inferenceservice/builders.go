@@ -19,6 +19,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
+	"github.com/kiln-ml/kiln/internal/modeluri"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
@@ -75,8 +76,9 @@ func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
 	kueue.CopyLabels(isvc.Labels, meta.Labels)
 	kueue.CopyLabels(isvc.Labels, podLabels)
-	// The model URI in an annotation: changing it rolls the Deployment.
-	podAnnotations[modelURIAnnotation] = modelURI
+	// The model URI, without its secrets, in an annotation: changing it rolls the Deployment (as
+	// does a new signature of a pre-signed URL, through the fetch container's environment).
+	podAnnotations[modelURIAnnotation] = modeluri.Redact(modelURI)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
@@ -182,7 +184,10 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	}
 	fetch := corev1.Container{
 		Name: fetchContainer, Image: fetchImage, Command: []string{FetchCommand},
-		Args:                     []string{"--uri", uri, "--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
+		// The URI goes in the environment, not the arguments: a pre-signed URL's signature is a
+		// credential, and a node's process list shows arguments.
+		Env:                      []corev1.EnvVar{{Name: FetchURIEnv, Value: uri}},
+		Args:                     []string{"--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
 		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}, {Name: fetchTmp, MountPath: "/tmp"}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          podsecurity.Restricted(),
@@ -195,6 +200,9 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	}
 	pod.InitContainers = []corev1.Container{fetch}
 }
+
+// FetchURIEnv is the environment variable that gives kiln-fetch the model URI.
+const FetchURIEnv = "KILN_MODEL_URI"
 
 // fetchContainer is the init container that fetches the model, running FetchCommand of the
 // fetch image (kiln's: cmd/kiln-fetch).

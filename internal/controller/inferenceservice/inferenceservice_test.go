@@ -1,11 +1,13 @@
 package inferenceservice
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -160,7 +162,7 @@ func TestPodsFitRealClusters(t *testing.T) {
 	if got := server.Resources.Limits["amd.com/gpu"]; got.Value() != 2 {
 		t.Errorf("limits %v: want 2 amd.com/gpu", server.Resources.Limits)
 	}
-	if len(server.EnvFrom) != 1 || server.Env[len(server.Env)-1].Name != "LOG_LEVEL" || len(fetch.Env) != 0 || len(fetch.EnvFrom) != 0 {
+	if len(server.EnvFrom) != 1 || server.Env[len(server.Env)-1].Name != "LOG_LEVEL" || len(fetch.Env) != 1 || fetch.Env[0].Name != FetchURIEnv || len(fetch.EnvFrom) != 0 {
 		t.Errorf("server env %v %v, fetch env %v %v: want spec.pod.env on the server only", server.Env, server.EnvFrom, fetch.Env, fetch.EnvFrom)
 	}
 	if p := server.StartupProbe; p == nil || p.PeriodSeconds*p.FailureThreshold != 600 || p.HTTPGet == nil || p.HTTPGet.Path != "/v2/health/ready" {
@@ -192,7 +194,7 @@ func TestLLMFromTheHub(t *testing.T) {
 	if got := strings.Join(c.Args, " "); got != want || c.Image != "vllm/vllm-openai:v0.6.3" {
 		t.Errorf("vLLM runs %s %q, want %q", c.Image, got, want)
 	}
-	if len(pod.InitContainers) != 1 || !strings.Contains(strings.Join(pod.InitContainers[0].Args, " "), "--uri hf://meta-llama/Llama-3.1-8B-Instruct") {
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Env[0] != (corev1.EnvVar{Name: FetchURIEnv, Value: "hf://meta-llama/Llama-3.1-8B-Instruct"}) {
 		t.Errorf("init containers %+v: want kiln-fetch of the Hub model", pod.InitContainers)
 	}
 	tf := isvc(nil, nil, -1)
@@ -258,5 +260,33 @@ func TestNetworkPolicyLetsTheInterceptorIn(t *testing.T) {
 	// No peers is no ingress rule: a rule with no peers would admit everyone.
 	if np := desiredNetworkPolicy(i, scaling{}, DefaultKEDAHTTPInterceptor); len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 1 {
 		t.Errorf("without scale to zero and peers, ingress %+v, want none", np.Spec.Ingress)
+	}
+}
+
+// A pre-signed URL's signature and a URL's password are credentials: they reach only the fetch
+// container's environment, never the pod's arguments or annotations, nor the status.
+func TestModelURISecretsStayOutOfSpecsAndStatus(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Spec.ModelURI = "https://u:pass@models.example.com/iris.tar.gz?X-Amz-Signature=s3cr3t"
+	i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "https://models.example.com/v2.tar.gz?sig=c4n4ry", CanaryPercent: 10}
+	d := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil)
+	if env := d.Spec.Template.Spec.InitContainers[0].Env; len(env) != 1 || env[0].Value != i.Spec.ModelURI {
+		t.Fatalf("fetch env %v: want the whole URI there", env)
+	}
+	d.Spec.Template.Spec.InitContainers[0].Env = nil
+	st := status(i, scaling{}, d, nil, trouble{}, false, "", metav1.Now())
+	for what, v := range map[string]any{"deployment": d, "status": st} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"s3cr3t", "c4n4ry", "pass"} {
+			if strings.Contains(string(b), secret) {
+				t.Errorf("the %s holds %q: %s", what, secret, b)
+			}
+		}
+	}
+	if got := d.Spec.Template.Annotations[modelURIAnnotation]; got != "https://models.example.com/iris.tar.gz" {
+		t.Errorf("model annotation %q", got)
 	}
 }

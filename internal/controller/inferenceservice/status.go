@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/modeluri"
 )
 
 // Condition types.
@@ -61,10 +62,10 @@ func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canar
 	// Ready means the spec's model serves: while a change rolls out, the old version may serve,
 	// but the InferenceService is not ready with what it asks for.
 	if predictorOK && !rollout.complete && !(sc.keda && scaledToZero(stableDep)) {
-		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(st.ActiveVersion, isvc.Spec.ModelURI, why)
+		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(st.ActiveVersion, modeluri.Redact(isvc.Spec.ModelURI), why)
 	}
 	if isvc.Spec.Traffic != nil {
-		st.CanaryVersion = isvc.Spec.Traffic.CanaryVersion
+		st.CanaryVersion = modeluri.Redact(isvc.Spec.Traffic.CanaryVersion)
 		ok, r, m := versionReady(canaryDep, false, "")
 		set(CanaryReady, ok, r, m)
 		if predictorOK && !ok {
