@@ -194,7 +194,8 @@ func TestReadyWithURLAndScale(t *testing.T) {
 	pod := d.Spec.Template.Spec
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "kiln.dev/kiln:test" ||
 		strings.Join(pod.InitContainers[0].Command, " ") != "/kiln-fetch" ||
-		strings.Join(pod.InitContainers[0].Args, " ") != "--uri s3://models/iris/v1 --dest /mnt/models --max-bytes 53687091200" {
+		strings.Join(pod.InitContainers[0].Args, " ") != "--dest /mnt/models --max-bytes 53687091200" ||
+		len(pod.InitContainers[0].Env) != 1 || pod.InitContainers[0].Env[0].Value != "s3://models/iris/v1" {
 		t.Errorf("init containers %+v: want kiln-fetch of the model", pod.InitContainers)
 	}
 	c := pod.Containers[0]
