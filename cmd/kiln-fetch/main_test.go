@@ -43,7 +43,7 @@ func TestFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--uri", uri, "--dest", t.TempDir(), "--max-bytes", "10"}, "larger than its size limit"},
+		{[]string{"--uri", uri, "--dest", t.TempDir(), "--max-bytes", "5"}, "larger than its size limit"},
 		{[]string{"--uri", uri, "--dest", t.TempDir(), "--sha256", strings.Repeat("0", 64)}, "as storage.sha256 says"},
 		{[]string{"--dest", t.TempDir()}, "--uri (or KILN_MODEL_URI) is required"},
 	} {

@@ -41,6 +41,8 @@ type Options struct {
 	MaxBytes int64
 	// SHA256 is the hex digest a single-object model must have ("": not checked).
 	SHA256 string
+	// MaxEntries bounds the files and folders of the fetch (0: 100,000).
+	MaxEntries int
 }
 
 // ErrTooLarge is returned when the model grows past Options.MaxBytes.
@@ -93,13 +95,21 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 		return fmt.Sprintf("%d files, %d bytes", f.files, f.bytes), nil
 	}
 	if o.SHA256 != "" && !strings.EqualFold(o.SHA256, f.digest) {
-		os.Remove(filepath.Join(dir, single))
+		if f.unpacked {
+			clearFolder(dir) // what the archive held, written as it arrived
+		} else {
+			os.Remove(filepath.Join(dir, single))
+		}
 		return "", fmt.Errorf("fetching %s: its sha256 is %s, not %s as storage.sha256 says", Redact(uri), f.digest, o.SHA256)
 	}
-	if unpacked, err := unpack(filepath.Join(dir, single), dir, o.MaxBytes); err != nil || unpacked {
-		if err != nil {
+	if isZip(single) {
+		// The archive's bytes stay counted while it is on disk beside what it holds.
+		if err := f.unzip(filepath.Join(dir, single)); err != nil {
 			return "", fmt.Errorf("unpacking %s: %w", single, err)
 		}
+		f.unpacked = true
+	}
+	if f.unpacked {
 		return fmt.Sprintf("%s (%d bytes), unpacked", single, f.bytes), nil
 	}
 	return fmt.Sprintf("%s (%d bytes)", single, f.bytes), nil
@@ -147,15 +157,16 @@ type fetcher struct {
 	o            Options
 	files, bytes int64
 	digest       string // of the last single object
+	// unpacked says the single object was an archive unpacked as it arrived (object).
+	unpacked bool
+	// made are the folders the fetch created under dir (place).
+	made map[string]bool
 }
 
 // save writes r to the relative path rel under dir, through a temporary file.
 func (f *fetcher) save(rel string, r io.Reader) error {
-	dst, err := within(f.dir, rel)
+	dst, err := f.place(rel)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".fetch-*")
@@ -223,7 +234,7 @@ func (f *fetcher) http(ctx context.Context, src string) (string, error) {
 	if name == "." || name == "/" || name == "" {
 		name = "model"
 	}
-	return name, f.save(name, resp.Body)
+	return name, f.object(name, resp.Body)
 }
 
 // bucket fetches key from b: the object key, or every object under the prefix key/ with the
@@ -234,7 +245,7 @@ func (f *fetcher) bucket(ctx context.Context, b *blob.Bucket, key string) (strin
 		if err == nil {
 			defer r.Close()
 			name := path.Base(key)
-			return name, f.save(name, r)
+			return name, f.object(name, r)
 		}
 		if gcerrors.Code(err) != gcerrors.NotFound {
 			return "", explain(err)
@@ -369,6 +380,14 @@ func explain(err error) error {
 		return fmt.Errorf("not found: check the bucket and key (%w)", err)
 	}
 	return err
+}
+
+// clearFolder removes what is in dir, best effort: a fetch that failed its check leaves nothing.
+func clearFolder(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 // within is rel under dir, refusing a path that would leave it.

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -273,5 +274,77 @@ func TestFetchFromAzure(t *testing.T) {
 	}
 	if _, err := Fetch(ctx, "azblob://open/model.pt", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "set AZURE_STORAGE_ACCOUNT in the Secret of storage.secretName") {
 		t.Errorf("no account named: %v", err)
+	}
+}
+
+// Archives are bounded: a small .tar.gz of many empty files or folders, or of deep paths, is
+// refused before it uses up the node's inodes; a .tar.gz is unpacked as it arrives (never on
+// disk) and its digest is the archive's; a .zip counts itself while it is unpacked beside.
+func TestArchivesAreBounded(t *testing.T) {
+	many := func(n int, dirs bool) []byte {
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(gz)
+		for i := range n {
+			h := &tar.Header{Name: fmt.Sprintf("f%d", i), Mode: 0o644, Typeflag: tar.TypeReg}
+			if dirs {
+				h = &tar.Header{Name: fmt.Sprintf("d%d/", i), Mode: 0o755, Typeflag: tar.TypeDir}
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tw.Close()
+		gz.Close()
+		return buf.Bytes()
+	}
+	good := tarGz(t, map[string]string{"model/weights.bin": "weights"})
+	deep := tarGz(t, map[string]string{strings.Repeat("d/", 40) + "x": "x"})
+	const limit = 1000
+	nested := map[string]string{}
+	for i := range limit / 2 {
+		nested[fmt.Sprintf("a%d/b/f", i)] = "" // two folders per file
+	}
+	var zipped bytes.Buffer
+	zw := zip.NewWriter(&zipped)
+	w, _ := zw.CreateHeader(&zip.FileHeader{Name: "model.bin", Method: zip.Store})
+	w.Write(bytes.Repeat([]byte("x"), 1000))
+	zw.Close()
+	bodies := map[string][]byte{
+		"/files.tar.gz": many(limit+1, false), "/dirs.tar.gz": many(limit+1, true), "/default.tar.gz": many(maxEntries+1, true),
+		"/deep.tar.gz": deep, "/nested.tar.gz": tarGz(t, nested), "/good.tgz": good, "/model.zip": zipped.Bytes(),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(bodies[r.URL.Path]) }))
+	defer srv.Close()
+	ctx := context.Background()
+	if _, err := Fetch(ctx, srv.URL+"/default.tar.gz", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "more than 100000 entries") {
+		t.Errorf("100,001 folders: %v, want them refused", err)
+	}
+	for name, want := range map[string]string{
+		"files.tar.gz": "more than 1000 entries", "dirs.tar.gz": "more than 1000 entries",
+		"deep.tar.gz": "nests 40 folders deep", "nested.tar.gz": "more than 1000 entries",
+	} {
+		if _, err := Fetch(ctx, srv.URL+"/"+name, t.TempDir(), Options{MaxEntries: limit}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	sum := sha256.Sum256(good)
+	dir := t.TempDir()
+	if _, err := Fetch(ctx, srv.URL+"/good.tgz", dir, Options{SHA256: hex.EncodeToString(sum[:]), MaxBytes: 7}); err != nil || read(t, filepath.Join(dir, "model", "weights.bin")) != "weights" {
+		t.Fatalf("a .tgz with its digest, unpacked within the limit: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the folder holds %v: want the model only, no archive", entries)
+	}
+	dir = t.TempDir()
+	if _, err := Fetch(ctx, srv.URL+"/good.tgz", dir, Options{SHA256: strings.Repeat("0", 64)}); err == nil {
+		t.Error("a .tgz with the wrong digest was accepted")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a .tgz that failed its digest left %v", entries)
+	}
+	_, err := Fetch(ctx, srv.URL+"/model.zip", t.TempDir(), Options{MaxBytes: 1500})
+	if err == nil || !strings.Contains(err.Error(), "the archive and what it holds together must fit") {
+		t.Errorf("a .zip of 1000 bytes unpacked beside itself under a 1500-byte limit: %v", err)
 	}
 }

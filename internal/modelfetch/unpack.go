@@ -4,52 +4,68 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
-// unpack unpacks a .tar.gz, .tgz or .zip file into dir and removes it; other files stay as they
-// are (false). Entries that would leave dir (.., absolute paths) and links are refused, and the
-// unpacked size counts against maxBytes (0: no limit).
-func unpack(file, dir string, maxBytes int64) (bool, error) {
-	name := strings.ToLower(file)
-	var err error
-	switch {
-	case strings.HasSuffix(name, ".tar.gz"), strings.HasSuffix(name, ".tgz"):
-		err = untar(file, dir, maxBytes)
-	case strings.HasSuffix(name, ".zip"):
-		err = unzip(file, dir, maxBytes)
-	default:
-		return false, nil
-	}
-	if err != nil {
-		return true, err
-	}
-	return true, os.Remove(file)
+// What a fetch may write besides Options.MaxBytes: a model is a few files to a few thousand (a
+// Triton repository, a Hugging Face snapshot), never millions, and a small archive of millions
+// of empty files or folders would use up the node's inodes.
+const (
+	// maxEntries bounds the files and folders a fetch creates, and the entries an archive has
+	// (Options.MaxEntries, when set, instead).
+	maxEntries = 100_000
+	// maxDepth bounds the folders a path may nest.
+	maxDepth = 32
+)
+
+// streamed says whether a fetched object of this name is an archive read front to back
+// (.tar.gz, .tgz): it is unpacked as it arrives and never stored.
+func streamed(name string) bool {
+	name = strings.ToLower(name)
+	return strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".tgz")
 }
 
-func untar(file, dir string, maxBytes int64) error {
-	in, err := os.Open(file)
+// object saves one fetched object of the given name: an archive that streams is unpacked as it
+// arrives, into dir, its digest taken of the archive's bytes; anything else is saved as it is.
+func (f *fetcher) object(name string, r io.Reader) error {
+	if !streamed(name) {
+		return f.save(name, r)
+	}
+	h := sha256.New()
+	if err := f.untar(io.TeeReader(r, h)); err != nil {
+		return fmt.Errorf("unpacking %s: %w", name, err)
+	}
+	f.digest, f.unpacked = hex.EncodeToString(h.Sum(nil)), true
+	return nil
+}
+
+// untar unpacks a gzipped tar stream into the fetch's folder. Entries that would leave it (..,
+// absolute paths), links and special files are refused; every file counts against the fetch's
+// bounds.
+func (f *fetcher) untar(r io.Reader) error {
+	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	gz, err := gzip.NewReader(in)
-	if err != nil {
-		return err
-	}
-	f := &fetcher{dir: dir, o: Options{MaxBytes: maxBytes}}
 	tr := tar.NewReader(gz)
-	for {
+	for entries := 1; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			_, err = io.Copy(io.Discard, r) // the rest of the stream, for its digest
+			return err
 		}
 		if err != nil {
 			return err
+		}
+		if entries > f.maxEntries() {
+			return f.tooManyEntries()
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -64,13 +80,32 @@ func untar(file, dir string, maxBytes int64) error {
 	}
 }
 
-func unzip(file, dir string, maxBytes int64) error {
+func (f *fetcher) maxEntries() int {
+	if f.o.MaxEntries > 0 {
+		return f.o.MaxEntries
+	}
+	return maxEntries
+}
+
+func (f *fetcher) tooManyEntries() error {
+	return fmt.Errorf("it has more than %d entries, more than a model has: refused (it would use up the node's inodes)", f.maxEntries())
+}
+
+// unzip unpacks a saved .zip file (a format read from its end) into the fetch's folder and removes
+// it. While it is unpacked the archive is on disk too, so its bytes count against the size limit.
+func (f *fetcher) unzip(file string) error {
+	info, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
 	zr, err := zip.OpenReader(file)
 	if err != nil {
 		return err
 	}
 	defer zr.Close()
-	f := &fetcher{dir: dir, o: Options{MaxBytes: maxBytes}}
+	if len(zr.File) > f.maxEntries() {
+		return f.tooManyEntries()
+	}
 	for _, e := range zr.File {
 		if e.FileInfo().IsDir() {
 			continue
@@ -84,9 +119,44 @@ func unzip(file, dir string, maxBytes int64) error {
 		}
 		err = f.save(e.Name, r)
 		r.Close()
+		if errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("%w (a .zip is unpacked beside itself, so the archive and what it holds together must fit; a .tar.gz is unpacked as it is fetched)", err)
+		}
 		if err != nil {
 			return err
 		}
 	}
+	zr.Close()
+	if err := os.Remove(file); err != nil {
+		return err
+	}
+	f.bytes -= info.Size()
 	return nil
+}
+
+// isZip says whether a saved object is a .zip to unpack.
+func isZip(name string) bool { return strings.HasSuffix(strings.ToLower(name), ".zip") }
+
+// place is where rel goes under the fetch's folder, once the folders it needs are there: it
+// refuses a path that would leave the folder or nest too deep, and counts the folders it makes
+// against maxEntries.
+func (f *fetcher) place(rel string) (string, error) {
+	dst, err := within(f.dir, rel)
+	if err != nil {
+		return "", err
+	}
+	relClean, _ := filepath.Rel(f.dir, dst)
+	if depth := strings.Count(relClean, string(filepath.Separator)); depth >= maxDepth {
+		return "", fmt.Errorf("%q nests %d folders deep, more than %d: refused", rel, depth, maxDepth)
+	}
+	for d := filepath.Dir(dst); d != f.dir && !f.made[d]; d = filepath.Dir(d) {
+		if f.made == nil {
+			f.made = map[string]bool{}
+		}
+		f.made[d] = true
+	}
+	if f.files+int64(len(f.made)) >= int64(f.maxEntries()) {
+		return "", f.tooManyEntries()
+	}
+	return dst, os.MkdirAll(filepath.Dir(dst), 0o755)
 }
