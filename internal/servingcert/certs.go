@@ -30,8 +30,11 @@ const (
 const caLifetimes = 10
 
 // renew returns the Secret data with a CA and serving certificate valid at now for opts, and
-// whether it differs from data. It is pure apart from the randomness of new keys.
-func renew(data map[string][]byte, now time.Time, opts Options) (map[string][]byte, bool, error) {
+// whether it differs from data. A new CA comes first in the bundle, followed by the CAs still
+// valid of the Secret's bundle and of trusted (the bundle this process last injected: a Secret
+// deleted and made anew keeps trusting the CA the apiserver still trusts). It is pure apart from
+// the randomness of new keys.
+func renew(data map[string][]byte, trusted []*x509.Certificate, now time.Time, opts Options) (map[string][]byte, bool, error) {
 	out := map[string][]byte{}
 	for k, v := range data {
 		out[k] = v
@@ -46,8 +49,8 @@ func renew(data map[string][]byte, now time.Time, opts Options) (map[string][]by
 			return nil, false, err
 		}
 		keep := []*x509.Certificate{ca}
-		for _, c := range caCerts {
-			if now.Before(c.NotAfter) {
+		for _, c := range append(caCerts, trusted...) {
+			if now.Before(c.NotAfter) && !slices.ContainsFunc(keep, func(k *x509.Certificate) bool { return k.Equal(c) }) {
 				keep = append(keep, c)
 			}
 		}

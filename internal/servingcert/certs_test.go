@@ -37,7 +37,7 @@ func verifies(t *testing.T, data map[string][]byte, dns string, now time.Time) {
 
 func mustRenew(t *testing.T, data map[string][]byte, now time.Time, o Options) (map[string][]byte, bool) {
 	t.Helper()
-	out, changed, err := renew(data, now, o)
+	out, changed, err := renew(data, nil, now, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +92,20 @@ func TestRenew(t *testing.T) {
 		t.Fatal("kept unparsable Secret data")
 	}
 	verifies(t, fixed, "kiln-webhook.kiln-system.svc", t0)
+}
+
+// A Secret made anew (deleted, say) keeps trusting the CAs this process last injected, after the
+// new one: the apiserver still trusts them while the new bundle reaches it.
+func TestRenewKeepsTrustedCAs(t *testing.T) {
+	first, _ := mustRenew(t, nil, t0, opts)
+	was := parseCerts(first[caCertKey])
+	healed, changed, err := renew(nil, was, t0.Add(time.Hour), opts)
+	if err != nil || !changed {
+		t.Fatalf("renew: %v, changed %v", err, changed)
+	}
+	cas := parseCerts(healed[caCertKey])
+	if len(cas) != 2 || cas[0].Equal(was[0]) || !cas[1].Equal(was[0]) {
+		t.Fatalf("bundle of %d CAs, want the new one first and the old one after", len(cas))
+	}
+	verifies(t, healed, "kiln-webhook.kiln-system.svc", t0.Add(time.Hour))
 }

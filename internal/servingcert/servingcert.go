@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -47,12 +49,29 @@ type Options struct {
 }
 
 // Rotator keeps the Secret, the caBundles and the served certificate current.
+//
+// A new CA reaches the apiserver before a certificate it signed is served: the bundle first,
+// the certificate second. A renewal or a Secret made anew brings a bundle of the new CA and the
+// ones still trusted; every replica injects it, and serves the new certificate only once the
+// webhook configurations have held a bundle with its CA for bundleGrace (the apiserver reads
+// them through a watch of its own). Until then it serves the certificate it has.
 type Rotator struct {
 	reader  client.Reader
 	writer  client.Writer
 	opts    Options
 	current atomic.Pointer[tls.Certificate]
+	// Kept by Start's loop alone: the bundle the configurations hold and since when this
+	// process saw it (bundleAt), the CAs of a bundle held at least bundleGrace (settled), and
+	// how soon a certificate waiting for its CA to settle is to be looked at again (switchIn).
+	bundle   []byte
+	bundleAt time.Time
+	settled  []*x509.Certificate
+	switchIn time.Duration
 }
+
+// bundleGrace is how long the webhook configurations hold a bundle before a certificate of its
+// CA is served: the time the apiserver takes to see the new configurations, with room to spare.
+const bundleGrace = 3 * time.Second
 
 // New returns a rotator that reads with reader (uncached: kiln does not watch Secrets) and writes
 // with writer.
@@ -105,6 +124,9 @@ func (r *Rotator) Start(ctx context.Context) error {
 			if r.current.Load() == nil {
 				wait = retryInterval
 			}
+		}
+		if r.switchIn > 0 {
+			wait = min(wait, r.switchIn)
 		}
 		select {
 		case <-ctx.Done():
@@ -164,8 +186,36 @@ func (r *Rotator) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("Secret %s/%s holds an unusable serving certificate: %w", r.opts.Namespace, r.opts.SecretName, err)
 	}
-	r.current.Store(&cert)
-	return r.inject(ctx, data[caCertKey])
+	installed, err := r.inject(ctx, data[caCertKey])
+	if err != nil {
+		return err
+	}
+	now := r.opts.Clock.Now()
+	if !bytes.Equal(data[caCertKey], r.bundle) {
+		r.bundle, r.bundleAt = data[caCertKey], now
+	}
+	if now.Sub(r.bundleAt) >= bundleGrace {
+		r.settled = parseCerts(r.bundle)
+	}
+	r.switchIn = 0
+	if old := r.current.Load(); old == nil || !installed || signedByOneOf(cert.Leaf, r.settled) {
+		r.current.Store(&cert)
+		return nil
+	}
+	if !sameLeaf(r.current.Load(), &cert) {
+		r.switchIn = r.bundleAt.Add(bundleGrace).Sub(now)
+		r.opts.Log.Info("Serving the renewed webhook certificate once the apiserver has its CA", "in", r.switchIn.String())
+	}
+	return nil
+}
+
+// signedByOneOf says whether one of cas signed leaf.
+func signedByOneOf(leaf *x509.Certificate, cas []*x509.Certificate) bool {
+	return leaf != nil && slices.ContainsFunc(cas, func(ca *x509.Certificate) bool { return leaf.CheckSignatureFrom(ca) == nil })
+}
+
+func sameLeaf(a, b *tls.Certificate) bool {
+	return a != nil && b != nil && len(a.Certificate) > 0 && len(b.Certificate) > 0 && bytes.Equal(a.Certificate[0], b.Certificate[0])
 }
 
 func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
@@ -176,7 +226,7 @@ func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
 		return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w (kiln's Role in its namespace must allow get on it)", key, err)
 	}
 	exists := err == nil
-	data, changed, err := renew(secret.Data, r.opts.Clock.Now(), r.opts)
+	data, changed, err := renew(secret.Data, parseCerts(r.bundle), r.opts.Clock.Now(), r.opts)
 	if err != nil || !changed {
 		return data, err
 	}
@@ -195,49 +245,54 @@ func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
 }
 
 // inject writes bundle into every webhook of the named configurations; missing ones are skipped
-// (webhooks not installed), so kiln still runs without them.
-func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
+// (webhooks not installed), so kiln still runs without them. installed says one exists.
+func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ error) {
 	for _, name := range r.opts.MutatingWebhooks {
 		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := r.injectInto(ctx, name, c, func() (changed bool) {
+		found, err := r.injectInto(ctx, name, c, func() (changed bool) {
 			for i := range c.Webhooks {
 				changed = setBundle(&c.Webhooks[i].ClientConfig, bundle) || changed
 			}
 			return changed
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			return false, err
 		}
+		installed = installed || found
 	}
 	for _, name := range r.opts.ValidatingWebhooks {
 		c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := r.injectInto(ctx, name, c, func() (changed bool) {
+		found, err := r.injectInto(ctx, name, c, func() (changed bool) {
 			for i := range c.Webhooks {
 				changed = setBundle(&c.Webhooks[i].ClientConfig, bundle) || changed
 			}
 			return changed
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			return false, err
 		}
+		installed = installed || found
 	}
-	return nil
+	return installed, nil
 }
 
-// injectInto reads configuration name into c, lets set change it and writes it when it changed.
-func (r *Rotator) injectInto(ctx context.Context, name string, c client.Object, set func() bool) error {
+// injectInto reads configuration name into c, lets set change it and writes it when it changed;
+// found says it exists.
+func (r *Rotator) injectInto(ctx context.Context, name string, c client.Object, set func() bool) (found bool, _ error) {
 	if err := r.reader.Get(ctx, types.NamespacedName{Name: name}, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("reading webhook configuration %s: %w", name, err)
+		return false, fmt.Errorf("reading webhook configuration %s: %w", name, err)
 	}
 	if !set() {
-		return nil
+		return true, nil
 	}
 	r.opts.Log.Info("Injecting the webhook CA bundle", "configuration", name)
 	if err := r.writer.Update(ctx, c); err != nil {
-		return fmt.Errorf("injecting the CA bundle into webhook configuration %s: %w", name, err)
+		return true, fmt.Errorf("injecting the CA bundle into webhook configuration %s: %w", name, err)
 	}
-	return nil
+	return true, nil
 }
 
 func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) bool {

@@ -7,12 +7,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +161,89 @@ func TestReadyzIncludesTheWebhookServer(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[+]webhooks ok") || !strings.Contains(string(body), "[+]caches ok") {
 		t.Fatalf("/readyz answered %d:\n%s", resp.StatusCode, body)
 	}
+}
+
+// TestAdmissionNeverFailsAcrossAHealing creates jobs in loops (dry run, through the webhooks;
+// eight at a time, so the apiserver keeps opening connections, each a new TLS handshake) while
+// the certificate Secret is deleted and made anew: the new CA reaches the webhook configurations
+// before a certificate it signed is served, so no request fails.
+func TestAdmissionNeverFailsAcrossAHealing(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	done := make(chan struct{})
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 9)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				job := builder.TFJob(fmt.Sprintf("loop-%d-%d", w, i), ns).Replicas("Worker", 1).Obj()
+				calls.Add(1)
+				if err := env.Client.Create(ctx, job, client.DryRunAll); err != nil {
+					errs <- fmt.Errorf("request %d of loop %d: %w", i, w, err)
+					return
+				}
+			}
+		})
+	}
+	// And the order itself, sampled as fast as it goes: the certificate served is always of a CA
+	// the webhook configurations already carry.
+	wg.Go(func() {
+		addr := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test checks the chain itself
+			if err != nil {
+				continue
+			}
+			leaf := conn.ConnectionState().PeerCertificates[0]
+			conn.Close()
+			bundle, err := injectedBundle(ctx)
+			if err != nil {
+				continue
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(bundle)
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+				errs <- fmt.Errorf("a certificate was served before the webhook configurations carried its CA: %w", err)
+				return
+			}
+		}
+	})
+	time.Sleep(time.Second)
+	key, old := deleteCertificate(t)
+	testenv.EventuallyWithin(t, 30*time.Second, func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, key, s); err != nil {
+			return err
+		}
+		current, _ := pem.Decode(s.Data["ca.crt"]) // the new CA comes first
+		pool := x509.NewCertPool()
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) || current == nil || !pool.AppendCertsFromPEM(pem.EncodeToMemory(current)) {
+			return fmt.Errorf("no new CA yet")
+		}
+		conn, err := tls.Dial("tcp", net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port)), &tls.Config{RootCAs: pool})
+		if err != nil {
+			return fmt.Errorf("the webhook server does not serve a certificate of the new CA yet: %w", err)
+		}
+		return conn.Close()
+	})
+	time.Sleep(2 * time.Second) // and a while after the switch
+	close(done)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("admission failed across the healing: %v", err)
+	}
+	t.Logf("%d requests across the healing, none failed", calls.Load())
 }
