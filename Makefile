@@ -33,7 +33,8 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations fro
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac; \
 	rm -f charts/kiln/crds/*.yaml && cp config/crd/bases/*.yaml charts/kiln/crds/; \
 	cp config/rbac/role.yaml charts/kiln/files/manager-role.yaml; \
-	$(GO) run ./hack/rbac-split config/rbac/role.yaml charts/kiln/files config/components/namespaced; \
+	$(GO) run ./hack/rbac-split config/rbac/role.yaml charts/kiln/files config/components/namespaced \
+	  config/components/mpi-kubectl-exec/rbac.yaml config/components/mpi-kubectl-exec-namespaced; \
 	cp config/rbac/edit_role.yaml config/rbac/view_role.yaml config/rbac/metrics_reader_role.yaml charts/kiln/files/; \
 	cp config/components/mpi-kubectl-exec/rbac.yaml charts/kiln/files/mpi-kubectl-exec-role.yaml; \
 	cp config/webhook/manifests.yaml charts/kiln/files/webhooks.yaml

@@ -26,7 +26,7 @@ import (
 // back), and the SSH Secret, only ever created (kiln holds no right to read key material back).
 // The kubectl-exec mode's ServiceAccount, Role and RoleBinding are granted by its install component
 // (config/components/mpi-kubectl-exec), not here: SSH needs none of it.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
 const (

@@ -305,14 +305,16 @@ func TestSourceTreeFollowsVERSION(t *testing.T) {
 // A namespaced install (the chart's watchNamespaces) grants kiln a Role in each watched namespace
 // and cluster-wide only the cluster-scoped APIs it uses: asked by the apiserver's own RBAC, its
 // ServiceAccount may create pods in a watched namespace, but not in another, and may not list
-// pods or jobs across the cluster.
+// pods or jobs across the cluster. With MPIJob's kubectl-exec mode, its rights on pods/exec,
+// Roles and RoleBindings are in the watched namespaces too (never kube-system), and it deletes
+// no ConfigMap.
 func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ns = "kiln-namespaced"
-	objs, err := release.RenderChart(ch, ns, map[string]any{"watchNamespaces": []any{"team-a", "team-b"}})
+	objs, err := release.RenderChart(ch, ns, map[string]any{"watchNamespaces": []any{"team-a", "team-b"}, "mpi": map[string]any{"kubectlExec": true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +347,10 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 	sa := "system:serviceaccount:" + ns + ":kiln-manager"
 	can := func(verb, group, resource, namespace string) bool {
 		t.Helper()
+		resource, sub, _ := strings.Cut(resource, "/")
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace}}}
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: namespace}}}
 		if err := c.Create(ctx, sar); err != nil {
 			t.Fatal(err)
 		}
@@ -363,6 +366,17 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 		{"list", "", "pods", "", false},
 		{"list", "kubeflow.org", "pytorchjobs", "", false},
 		{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", true},
+		// MPIJob kubectl-exec: in the watched namespaces only, never in kube-system.
+		{"create", "", "pods/exec", "team-a", true},
+		{"create", "", "pods/exec", "kube-system", false},
+		{"create", "", "pods/exec", "team-c", false},
+		{"patch", "rbac.authorization.k8s.io", "rolebindings", "team-b", true},
+		{"create", "rbac.authorization.k8s.io", "roles", "kube-system", false},
+		{"patch", "rbac.authorization.k8s.io", "rolebindings", "kube-system", false},
+		// ConfigMaps: kiln makes and updates its own, and deletes none.
+		{"create", "", "configmaps", "team-a", true},
+		{"delete", "", "configmaps", "team-a", false},
+		{"list", "", "configmaps", "kube-system", false},
 	} {
 		testenv.Eventually(t, func() error {
 			if got := can(c.verb, c.group, c.resource, c.namespace); got != c.want {
