@@ -85,6 +85,7 @@ func runManager(args []string) error {
 	var kinds, namespaces, cleanPodPolicy, kubeconfig string
 	var qps float64
 	var burst int
+	var refuseBorrowed bool
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -112,6 +113,7 @@ func runManager(args []string) error {
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers speak HTTP/2 (off: HTTP/1.1 only)")
 	fs.BoolVar(&o.SecureMetrics, "metrics-secure", false, "serve /metrics over HTTPS to callers whose token may get the /metrics URL (TokenReview and SubjectAccessReview)")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", 9443, "port of the admission webhook server; 0 serves no webhooks")
+	fs.BoolVar(&refuseBorrowed, "refuse-borrowed-rights", true, "refuse, to a requester who may not create pods in the namespace (a SubjectAccessReview), a job or InferenceService whose pods would run as another ServiceAccount, read Secrets, use the node's namespaces or paths, or run privileged: kiln creates the pods with its own rights")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key kept by someone else (cert-manager); empty: kiln keeps its own certificate in --webhook-secret")
 	fs.StringVar(&o.Webhook.Namespace, "webhook-namespace", envOr("POD_NAMESPACE", "kiln-system"), "namespace of the webhook Service and certificate Secret")
 	fs.StringVar(&o.Webhook.SecretName, "webhook-secret", "kiln-webhook-cert", "Secret that holds kiln's webhook CA and serving certificate")
@@ -123,6 +125,7 @@ func runManager(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.Webhook.AllowBorrowedRights = !refuseBorrowed
 	ctrl.SetLogger(logs.New(nil))
 	if os.Getenv("GOGC") == "" {
 		// Half the default heap headroom: a controller's live heap is mostly its cache, and the

@@ -38,6 +38,8 @@ type hook struct {
 	defaults func(obj client.Object)
 	// validate checks obj; old is nil on create.
 	validate func(obj, old client.Object) (field.ErrorList, []string)
+	// grants are what obj gives its pods beyond what any pod of the namespace has (rights.go).
+	grants func(obj client.Object) []grant
 }
 
 func (h hook) path(verb string) string {
@@ -52,6 +54,7 @@ func (h hook) webhookName(verb string) string {
 type Set struct {
 	hooks   []hook
 	decoder admission.Decoder
+	rights  PodRights
 }
 
 // Register adds the handlers of every hook to the webhook server.
@@ -60,7 +63,7 @@ func (s *Set) Register(server webhook.Server) {
 		if h.defaults != nil {
 			server.Register(h.path("mutate"), &webhook.Admission{Handler: defaulter{h, s.decoder}})
 		}
-		server.Register(h.path("validate"), &webhook.Admission{Handler: validator{h, s.decoder}})
+		server.Register(h.path("validate"), &webhook.Admission{Handler: validator{h, s.decoder, s.rights}})
 	}
 }
 
@@ -123,9 +126,10 @@ func (d defaulter) Handle(_ context.Context, req admission.Request) admission.Re
 type validator struct {
 	hook
 	decoder admission.Decoder
+	rights  PodRights
 }
 
-func (v validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -146,6 +150,17 @@ func (v validator) Handle(_ context.Context, req admission.Request) admission.Re
 		// stored before the webhook was installed must stay deletable and relabelable).
 		was, _ := v.validate(old, nil)
 		errs = newErrors(errs, was)
+	}
+	if v.grants != nil && v.rights != nil {
+		var had []grant
+		if old != nil {
+			had = v.grants(old)
+		}
+		borrowed, err := refuseBorrowed(ctx, v.rights, req.UserInfo, req.Namespace, v.grants(obj), had)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		errs = append(errs, borrowed...)
 	}
 	if len(errs) == 0 {
 		return admission.Allowed("").WithWarnings(warnings...)
@@ -170,6 +185,6 @@ func newErrors(now, before field.ErrorList) field.ErrorList {
 }
 
 // newSet builds a set with a decoder for scheme.
-func newSet(scheme *runtime.Scheme, hooks []hook) *Set {
-	return &Set{hooks: hooks, decoder: admission.NewDecoder(scheme)}
+func newSet(scheme *runtime.Scheme, hooks []hook, rights PodRights) *Set {
+	return &Set{hooks: hooks, decoder: admission.NewDecoder(scheme), rights: rights}
 }

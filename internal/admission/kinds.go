@@ -28,6 +28,9 @@ type Kinds struct {
 	CleanPodPolicy    kubeflowv1.CleanPodPolicy
 	PyJobs            bool
 	InferenceServices bool
+	// PodRights, when set, refuses what would give a requester who may not create pods in the
+	// namespace more than their own rights through kiln's pods (rights.go); nil: no such check.
+	PodRights PodRights
 }
 
 // NewSet returns the admission of the given kinds. PyJob and InferenceService defaults live in
@@ -46,6 +49,7 @@ func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
 				job := obj.(*trainingv1alpha1.PyJob)
 				return validatePyJob(job), pyJobWarnings(job)
 			},
+			grants: func(obj client.Object) []grant { return pyJobGrants(obj.(*trainingv1alpha1.PyJob)) },
 		})
 	}
 	if k.InferenceServices {
@@ -55,9 +59,12 @@ func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
 			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
 				return validateInferenceService(obj.(*servingv1alpha1.InferenceService)), nil
 			},
+			grants: func(obj client.Object) []grant {
+				return inferenceServiceGrants(obj.(*servingv1alpha1.InferenceService))
+			},
 		})
 	}
-	return newSet(scheme, hooks)
+	return newSet(scheme, hooks, k.PodRights)
 }
 
 // trainingJobHook persists the engine's defaults (DECISIONS #1) and checks the Kubeflow rules.
@@ -66,6 +73,7 @@ func trainingJobHook(fw framework.Framework, cleanPodPolicy kubeflowv1.CleanPodP
 		gvk: kubeflowv1.GroupVersion.WithKind(fw.Kind), resource: strings.ToLower(fw.Kind) + "s",
 		new:      func() client.Object { return fw.NewJob() },
 		defaults: func(obj client.Object) { replicajob.Default(fw, obj.(framework.Job), cleanPodPolicy) },
+		grants:   func(obj client.Object) []grant { return trainingJobGrants(fw, obj.(framework.Job)) },
 		validate: func(obj, old client.Object) (field.ErrorList, []string) {
 			// Validate what the engine will run: the defaulted job, as the reconciler does.
 			job := obj.DeepCopyObject().(framework.Job)

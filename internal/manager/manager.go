@@ -233,7 +233,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if o.Webhook.Port != 0 {
-		admission.NewSet(scheme, admissionKinds(o, frameworks, own)).Register(mgr.GetWebhookServer())
+		var rights admission.PodRights
+		if !o.Webhook.AllowBorrowedRights {
+			rights = admission.AccessReviews{Client: mgr.GetClient()}
+		}
+		admission.NewSet(scheme, admissionKinds(o, frameworks, own, rights)).Register(mgr.GetWebhookServer())
 		if rotator != nil {
 			if err := mgr.Add(rotator); err != nil {
 				return nil, err
@@ -263,17 +267,17 @@ func Admission(o Options) (*admission.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admission.NewSet(schemeOf(frameworks), admissionKinds(o, frameworks, own)), nil
+	return admission.NewSet(schemeOf(frameworks), admissionKinds(o, frameworks, own, nil)), nil
 }
 
-func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool) admission.Kinds {
+func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool, rights admission.PodRights) admission.Kinds {
 	policy := o.Engine.DefaultCleanPodPolicy
 	if policy == "" {
 		policy = kubeflowv1.CleanPodPolicyRunning
 	}
 	return admission.Kinds{
 		Frameworks: frameworks, CleanPodPolicy: policy,
-		PyJobs: own[pyJobKind], InferenceServices: own[inferenceServiceKind],
+		PyJobs: own[pyJobKind], InferenceServices: own[inferenceServiceKind], PodRights: rights,
 	}
 }
 

@@ -23,6 +23,10 @@ import (
 type WebhookOptions struct {
 	// Port of the webhook server; 0 serves no webhooks.
 	Port int
+	// AllowBorrowedRights turns off the check that refuses, to a requester who may not create
+	// pods in the namespace, a job whose pods would get more than the requester's own rights (a
+	// ServiceAccount, Secrets, the node): see internal/admission/rights.go. Off by default.
+	AllowBorrowedRights bool
 	// Host is the address to bind; empty: all.
 	Host string
 	// CertDir, when set, holds tls.crt and tls.key written by someone else (cert-manager's Secret,
