@@ -5,7 +5,10 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validation"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -65,6 +68,7 @@ func validateReplica(fw framework.Framework, job framework.Job, rtype kubeflowv1
 	if spec.Replicas != nil && *spec.Replicas < 0 {
 		errs = append(errs, field.Invalid(path.Child("replicas"), *spec.Replicas, "must be 0 or more"))
 	}
+	errs = append(errs, validateTemplate(&spec.Template, path.Child("template"))...)
 	containers := spec.Template.Spec.Containers
 	cpath := path.Child("template", "spec", "containers")
 	if len(containers) == 0 {
@@ -116,6 +120,73 @@ func validateTotal(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kub
 	}
 	return field.ErrorList{field.Invalid(specsPath.Key(string(largest)).Child("replicas"), framework.NumReplicas(specs[largest]), fmt.Sprintf(
 		"the job has %d replicas in all, and a %s may have at most %d%s: see docs/limits.md", total, fw.Kind, limit, why))}
+}
+
+// validateTemplate checks what of a replica's pod template the apiserver would refuse in its
+// pods, which the CRD schema (Kubernetes' own types, unvalidated) lets through: labels and
+// annotations, container names, ports and environment variable names. Without it such a job
+// is accepted and never gets a pod (FuzzAcceptedJobsMakeValidChildren finds these).
+func validateTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorList {
+	meta := path.Child("metadata")
+	errs := metavalidation.ValidateLabels(t.Labels, meta.Child("labels"))
+	errs = append(errs, validation.ValidateAnnotations(t.Annotations, meta.Child("annotations"))...)
+	spec := path.Child("spec")
+	names := map[string]bool{}
+	for kind, cs := range map[string][]corev1.Container{"initContainers": t.Spec.InitContainers, "containers": t.Spec.Containers} {
+		for i, c := range cs {
+			cp := spec.Child(kind).Index(i)
+			for _, msg := range utilvalidation.IsDNS1123Label(c.Name) {
+				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
+			}
+			if names[c.Name] {
+				errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+			}
+			names[c.Name] = true
+			errs = append(errs, validatePorts(c.Ports, cp.Child("ports"))...)
+			for j, e := range c.Env {
+				for _, msg := range utilvalidation.IsRelaxedEnvVarName(e.Name) {
+					errs = append(errs, field.Invalid(cp.Child("env").Index(j).Child("name"), e.Name, msg))
+				}
+			}
+		}
+	}
+	sortErrors(errs)
+	return errs
+}
+
+// validatePorts checks a container's ports as the apiserver does.
+func validatePorts(ports []corev1.ContainerPort, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i, p := range ports {
+		pp := path.Index(i)
+		if p.ContainerPort == 0 {
+			errs = append(errs, field.Required(pp.Child("containerPort"), "the port number, 1 to 65535"))
+		}
+		for _, msg := range utilvalidation.IsValidPortNum(int(p.ContainerPort)) {
+			if p.ContainerPort != 0 {
+				errs = append(errs, field.Invalid(pp.Child("containerPort"), p.ContainerPort, msg))
+			}
+		}
+		if p.Name != "" {
+			for _, msg := range utilvalidation.IsValidPortName(p.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
+			}
+			if names[p.Name] {
+				errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+			}
+			names[p.Name] = true
+		}
+		if p.Protocol != "" && !slices.Contains([]corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}, p.Protocol) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}))
+		}
+	}
+	return errs
+}
+
+// sortErrors puts errors in the order of their fields, for a fixed order over Go's maps.
+func sortErrors(errs field.ErrorList) {
+	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
 }
 
 // validateManagedBy allows only known controllers in runPolicy.managedBy and forbids changing it.

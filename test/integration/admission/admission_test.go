@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 }
 
 // ready waits until the webhooks answer.
-func ready(t *testing.T) {
+func ready(t testing.TB) {
 	t.Helper()
 	if err := devcluster.WaitForWebhooks(context.Background(), env.Client, 30*time.Second); err != nil {
 		t.Fatal(err)
