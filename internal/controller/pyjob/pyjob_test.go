@@ -1,6 +1,7 @@
 package pyjob
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -9,10 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
@@ -284,5 +287,22 @@ func TestStatus(t *testing.T) {
 				t.Errorf("%d True conditions, want %d: %+v", trues, want, st.Conditions)
 			}
 		})
+	}
+}
+
+// The CRD's bound on spec.workers is MaxWorkers, which the reconciler holds to PyJobs stored
+// before it.
+func TestWorkersBoundIsTheCRDs(t *testing.T) {
+	b, err := os.ReadFile("../../../config/crd/bases/training.kiln.dev_pyjobs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	workers := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["workers"]
+	if workers.Maximum == nil || *workers.Maximum != MaxWorkers {
+		t.Errorf("the CRD bounds spec.workers at %v, the reconciler at %d", workers.Maximum, MaxWorkers)
 	}
 }

@@ -115,6 +115,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if job.Spec.Workers < 1 {
 		job.Spec.Workers = 1 // the CRD defaults it; a PyJob written before that gets the same
 	}
+	if job.Spec.Workers > MaxWorkers { // the CRD bounds it; one written before that is not run
+		return reconcile.Result{}, r.writeStatus(ctx, &job, observed{problem: problem{ReasonInvalid, fmt.Sprintf(
+			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
+	}
 	// A finished run never starts new work: what it owned and someone deleted (its batch Job, by
 	// hand or by a TTL controller) is not made again.
 	if finished(&job) {
@@ -366,11 +370,16 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 	return st, err
 }
 
-// Reasons a PyJob stays Pending because kiln cannot write one of its children.
+// Reasons a PyJob stays Pending because kiln cannot write one of its children, or will not run
+// it (Invalid: stored before the CRD refused what it asks).
 const (
 	ReasonNameConflict = "NameConflict"
 	ReasonRefused      = "Refused"
+	ReasonInvalid      = "Invalid"
 )
+
+// MaxWorkers is the CRD's bound on spec.workers (docs/limits.md).
+const MaxWorkers = 10000
 
 // problem is what keeps kiln from writing a PyJob's child: an object in the way of its name, or
 // the apiserver refusing it (a quota, an admission policy). The zero problem is none.
