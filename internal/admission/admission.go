@@ -151,7 +151,7 @@ func (v validator) Handle(ctx context.Context, req admission.Request) admission.
 		was, _ := v.validate(old, nil)
 		errs = newErrors(errs, was)
 	}
-	if v.grants != nil && v.rights != nil {
+	if v.grants != nil && v.rights != nil && len(errs) == 0 { // refused already: no review to ask
 		var had []grant
 		if old != nil {
 			had = v.grants(old)

@@ -56,8 +56,9 @@ type grant struct {
 }
 
 // podGrants are what spec gives its pods beyond what any pod of the namespace has: a
-// ServiceAccount other than default, Secrets as environment or volumes, the node's namespaces or
-// paths, privileged containers.
+// ServiceAccount other than default, Secrets as environment or volumes, the node's namespaces,
+// paths or ports, privileged containers and added capabilities. (Image pull Secrets and CSI
+// volumes are not checked.)
 func podGrants(spec *corev1.PodSpec, path *field.Path) []grant {
 	var out []grant
 	out = append(out, serviceAccountGrant(spec.ServiceAccountName, path.Child("serviceAccountName"))...)
@@ -151,9 +152,24 @@ func inferenceServiceGrants(isvc *servingv1alpha1.InferenceService) []grant {
 	return out
 }
 
-// containerGrants are what one container is given: Secrets as environment, privilege.
+// containerGrants are what one container is given: Secrets as environment, privilege, added
+// capabilities, the node's ports or its host process.
 func containerGrants(c *corev1.Container, path *field.Path) []grant {
-	return append(envGrants(c.Env, c.EnvFrom, path), privilegedGrant(c.SecurityContext, path.Child("securityContext"))...)
+	out := append(envGrants(c.Env, c.EnvFrom, path), privilegedGrant(c.SecurityContext, path.Child("securityContext"))...)
+	if sc := c.SecurityContext; sc != nil {
+		if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
+			out = append(out, grant{path.Child("securityContext", "capabilities", "add"), fmt.Sprintf("adds capabilities %v", sc.Capabilities.Add)})
+		}
+		if w := sc.WindowsOptions; w != nil && w.HostProcess != nil && *w.HostProcess {
+			out = append(out, grant{path.Child("securityContext", "windowsOptions", "hostProcess"), "runs as a process of the node"})
+		}
+	}
+	for i, p := range c.Ports {
+		if p.HostPort != 0 {
+			out = append(out, grant{path.Child("ports").Index(i).Child("hostPort"), fmt.Sprintf("listens on the node's port %d", p.HostPort)})
+		}
+	}
+	return out
 }
 
 // envGrants are the Secrets environment variables are read from.

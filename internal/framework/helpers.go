@@ -41,11 +41,12 @@ func NumReplicas(spec *kubeflowv1.ReplicaSpec) int32 {
 	return *spec.Replicas
 }
 
-// TotalReplicas sums the replicas of every spec of the job.
-func TotalReplicas(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) int32 {
-	var n int32
+// TotalReplicas sums the replicas of every spec of the job, in 64 bits: a job stored before the
+// CRDs bounded replicas may have types whose int32 sum would wrap.
+func TotalReplicas(specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec) int64 {
+	var n int64
 	for _, s := range specs {
-		n += NumReplicas(s)
+		n += int64(NumReplicas(s))
 	}
 	return n
 }

@@ -25,7 +25,8 @@ type WebhookOptions struct {
 	Port int
 	// AllowBorrowedRights turns off the check that refuses, to a requester who may not create
 	// pods in the namespace, a job whose pods would get more than the requester's own rights (a
-	// ServiceAccount, Secrets, the node): see internal/admission/rights.go. Off by default.
+	// ServiceAccount, Secrets, the node): see internal/admission/rights.go. false (the check on)
+	// by default.
 	AllowBorrowedRights bool
 	// Host is the address to bind; empty: all.
 	Host string

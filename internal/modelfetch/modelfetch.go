@@ -57,7 +57,7 @@ func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	f := &fetcher{dir: dir, o: o}
+	f := &fetcher{dir: filepath.Clean(dir), o: o}
 	var single string
 	switch u.Scheme {
 	case "s3", "gs", "azblob":

@@ -23,6 +23,8 @@ const (
 	maxEntries = 100_000
 	// maxDepth bounds the folders a path may nest.
 	maxDepth = 32
+	// maxTrailer bounds what a streamed archive may carry after its end.
+	maxTrailer = 1 << 20
 )
 
 // streamed says whether a fetched object of this name is an archive read front to back
@@ -58,7 +60,12 @@ func (f *fetcher) untar(r io.Reader) error {
 	for entries := 1; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			_, err = io.Copy(io.Discard, r) // the rest of the stream, for its digest
+			// The rest of the stream (gzip's end, tar's padding), for the digest: a few blocks,
+			// never more than maxTrailer.
+			n, err := io.Copy(io.Discard, io.LimitReader(r, maxTrailer+1))
+			if err == nil && n > maxTrailer {
+				err = fmt.Errorf("more than %d bytes follow the archive's end: refused", maxTrailer)
+			}
 			return err
 		}
 		if err != nil {
@@ -103,6 +110,7 @@ func (f *fetcher) unzip(file string) error {
 		return err
 	}
 	defer zr.Close()
+	f.files-- // the archive itself, about to give way to what it holds
 	if len(zr.File) > f.maxEntries() {
 		return f.tooManyEntries()
 	}
@@ -146,7 +154,7 @@ func (f *fetcher) place(rel string) (string, error) {
 		return "", err
 	}
 	relClean, _ := filepath.Rel(f.dir, dst)
-	if depth := strings.Count(relClean, string(filepath.Separator)); depth >= maxDepth {
+	if depth := strings.Count(relClean, string(filepath.Separator)); depth > maxDepth {
 		return "", fmt.Errorf("%q nests %d folders deep, more than %d: refused", rel, depth, maxDepth)
 	}
 	for d := filepath.Dir(dst); d != f.dir && !f.made[d]; d = filepath.Dir(d) {

@@ -10,7 +10,8 @@ import (
 // Redact is uri without its query string, fragment and user info (a pre-signed URL's
 // signature, a SAS token, a password): what may appear in pod specs, annotations, statuses,
 // events, errors and logs. A URI that does not parse is cut the same way by hand: at the first
-// '?' or '#', and everything between "://" and the last '@' before the path goes.
+// '?' or '#', and then everything between "://" and the last '@' goes (a password may hold a
+// '/', so the last '@' anywhere, not only before the path).
 func Redact(uri string) string {
 	if u, err := url.Parse(uri); err == nil {
 		u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment, u.User = "", false, "", "", nil

@@ -121,14 +121,23 @@ func desiredService(fw framework.Framework, job framework.Job, rtype kubeflowv1.
 // copies them as they are, and the apiserver refuses the Service of a template with an unnamed
 // port beside the framework's): an unnamed port is named "<protocol>-<port>", e.g. "tcp-6006".
 // A port whose name or number and protocol another already has is left out, as the apiserver
-// would refuse it too.
+// would refuse it too, and so is an unnamed port whose generated name the template gives another.
 func servicePorts(ports []corev1.ContainerPort) []corev1.ServicePort {
 	out := make([]corev1.ServicePort, 0, len(ports))
+	named := map[string]bool{} // the names the template gives: a generated name never takes one
+	for _, p := range ports {
+		named[p.Name] = p.Name != ""
+	}
 	names := map[string]bool{}
 	numbers := map[corev1.ServicePort]bool{}
 	for _, p := range ports {
 		proto := cmp.Or(p.Protocol, corev1.ProtocolTCP)
-		name := cmp.Or(p.Name, strings.ToLower(string(proto))+"-"+strconv.Itoa(int(p.ContainerPort)))
+		name := p.Name
+		if name == "" {
+			if name = strings.ToLower(string(proto)) + "-" + strconv.Itoa(int(p.ContainerPort)); named[name] {
+				continue
+			}
+		}
 		number := corev1.ServicePort{Port: p.ContainerPort, Protocol: proto}
 		if names[name] || numbers[number] {
 			continue

@@ -193,10 +193,9 @@ func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Pl
 		events = append(events, summarize("FailedCreate", "creating", kind, err)...)
 		errs = append(errs, err)
 		switch {
-		case len(objs) == 0:
-		case kind == "Pod":
+		case kind == "Pod" && len(objs) > 0:
 			r.noteRefusal(key, uid, firstOf(err))
-		case kind == "Service":
+		case kind == "Service": // with none to create, no refusal stands (a scale-down, say)
 			r.noteServiceRefusal(key, uid, firstOf(err))
 		}
 	}

@@ -102,21 +102,23 @@ type planner struct {
 	capped bool
 }
 
-// How many pods and services one reconcile of a job creates at most: firstBatch, then as many as
-// the job has already (the batch Job controller's slow start, doubling while creations succeed),
-// up to maxBatch; one while the apiserver refuses them. A huge job is created over several
-// reconciles, each one building no more than maxBatch pods, and other jobs are served between.
+// How many replicas one reconcile of a job creates at most (a replica is its pod, and its
+// service for a kind with services): firstBatch, then as many as the job has already (the batch
+// Job controller's slow start, doubling while creations succeed), up to maxBatch; one object
+// while the apiserver refuses them. A huge job is created over several reconciles, each one
+// building no more than maxBatch pods, and other jobs are served between.
 const (
 	firstBatch = 64
 	maxBatch   = 500
 )
 
-// batchSize is the creation budget of a plan (see firstBatch).
-func batchSize(in Inputs) int {
+// batchSize is the creation budget of a plan in objects (see firstBatch); perReplica is 2 for
+// a kind with services, else 1.
+func batchSize(in Inputs, perReplica int) int {
 	if in.Refused != "" || in.RefusedServices != "" {
 		return 1
 	}
-	return min(max(firstBatch, len(in.Pods)+len(in.Services)), maxBatch)
+	return min(max(firstBatch*perReplica, len(in.Pods)+len(in.Services)), maxBatch*perReplica)
 }
 
 // take spends one creation of the plan's budget; false when it is spent.
@@ -169,8 +171,13 @@ func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Pl
 	p := &planner{
 		fw: fw, plugins: ps, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
 		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
-		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()}, budget: batchSize(in),
+		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
+	perReplica := 1
+	if fw.HasServices(job) {
+		perReplica = 2
+	}
+	p.budget = batchSize(in, perReplica)
 	p.setConditionAt(p.seen, kubeflowv1.JobCreated, corev1.ConditionTrue, "Created", createdMessage(fw, job.GetName()))
 	defer p.sayWhyItWaits()
 	if in.CreatedOnly {
@@ -185,7 +192,9 @@ func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Pl
 	case isFinished(&p.plan.Status):
 		p.finished()
 	case len(invalid) > 0:
-		// Only reachable without the validating webhook: fail visibly instead of guessing.
+		// Reachable without the validating webhook, or for a job stored before a rule it breaks
+		// (one over its kind's replica limit would take the manager's memory): fail visibly
+		// instead of guessing.
 		p.finish(kubeflowv1.JobFailed, "FailedValidation", fmt.Sprintf("%s %s is invalid: %v", fw.Kind, job.GetName(), invalid.ToAggregate()))
 	case isSuspended(job):
 		p.suspend()

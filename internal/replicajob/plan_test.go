@@ -541,14 +541,15 @@ func TestRefusedServicesAreSaidAndHoldRestarts(t *testing.T) {
 	}
 }
 
-// A large job's pods and services are created in batches: 64 first, then as many as exist, at
-// most 500 per reconcile, one while the apiserver refuses them; a small job at once.
+// A large job's replicas (a pod and its service each) are created in batches: 64 first, then as
+// many as exist, at most 500 per reconcile, one object while the apiserver refuses them; a job of
+// 64 replicas at once.
 func TestCreationsComeInBatches(t *testing.T) {
 	creations := func(p *Plan) int { return len(p.CreatePods) + len(p.CreateServices) }
 	w := newWorld(pt, builder.PyTorchJob("j", "ns").Replicas("Master", 1).Replicas("Worker", 2999))
 	p := w.plan(t)
-	if got := creations(p); got != firstBatch || p.RequeueAfter == 0 {
-		t.Fatalf("first plan creates %d (requeue %v), want %d and a requeue", got, p.RequeueAfter, firstBatch)
+	if got := creations(p); got != 2*firstBatch || p.RequeueAfter == 0 {
+		t.Fatalf("first plan creates %d (requeue %v), want %d and a requeue", got, p.RequeueAfter, 2*firstBatch)
 	}
 	for i := range 100 {
 		w.pod("Worker", i, corev1.PodPending, 0) // 200 children
@@ -559,8 +560,8 @@ func TestCreationsComeInBatches(t *testing.T) {
 	for i := range 1000 {
 		w.pod("Worker", i, corev1.PodPending, 0)
 	}
-	if got := creations(w.plan(t)); got != maxBatch {
-		t.Errorf("with 2000 children the plan creates %d, want %d", got, maxBatch)
+	if got := creations(w.plan(t)); got != 2*maxBatch {
+		t.Errorf("with 2000 children the plan creates %d, want %d", got, 2*maxBatch)
 	}
 	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: "forbidden: exceeded quota"})
 	if err != nil {
@@ -569,8 +570,24 @@ func TestCreationsComeInBatches(t *testing.T) {
 	if got := creations(p); got != 1 {
 		t.Errorf("while refused the plan creates %d, want 1", got)
 	}
-	small := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 4)).plan(t)
-	if got := creations(small); got != 10 || small.RequeueAfter != 0 {
-		t.Errorf("a job of 5 replicas: %d creations (requeue %v), want all 10 at once", got, small.RequeueAfter)
+	small := newWorld(tf, builder.TFJob("j", "ns").Replicas("PS", 1).Replicas("Worker", 63)).plan(t)
+	if got := creations(small); got != 128 || small.RequeueAfter != 0 {
+		t.Errorf("a job of 64 replicas: %d creations (requeue %v), want all 128 at once", got, small.RequeueAfter)
+	}
+}
+
+// A name the template gives a port is never taken by one kiln generates for an unnamed port.
+func TestServicePortsKeepTheTemplatesNames(t *testing.T) {
+	job := builder.TFJob("j", "ns").Replicas("Worker", 1).Obj()
+	c := &job.GetReplicaSpecs()["Worker"].Template.Spec.Containers[0]
+	c.Ports = []corev1.ContainerPort{{ContainerPort: 6006}, {Name: "tcp-6006", ContainerPort: 7000}}
+	Default(tf, job, kubeflowv1.CleanPodPolicyAll)
+	got := desiredService(tf, job, "Worker", 0).Spec.Ports
+	want := []corev1.ServicePort{
+		{Name: "tcp-6006", Port: 7000, Protocol: corev1.ProtocolTCP},
+		{Name: "tfjob-port", Port: 2222, Protocol: corev1.ProtocolTCP},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("service ports (-want +got):\n%s", d)
 	}
 }

@@ -101,12 +101,10 @@ func validateReplica(fw framework.Framework, job framework.Job, rtype kubeflowv1
 // validateTotal bounds the job's replicas, all types together, by its kind's limit; the error
 // names the replicas of its largest type.
 func validateTotal(fw framework.Framework, specs map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec, specsPath *field.Path) field.ErrorList {
-	var total int64
+	total := framework.TotalReplicas(specs)
 	var largest kubeflowv1.ReplicaType
 	for _, rtype := range sortedTypes(fw, specs) {
-		n := int64(framework.NumReplicas(specs[rtype]))
-		total += n
-		if largest == "" || n > int64(framework.NumReplicas(specs[largest])) {
+		if largest == "" || framework.NumReplicas(specs[rtype]) > framework.NumReplicas(specs[largest]) {
 			largest = rtype
 		}
 	}
@@ -132,9 +130,12 @@ func validateTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorLi
 	errs = append(errs, validation.ValidateAnnotations(t.Annotations, meta.Child("annotations"))...)
 	spec := path.Child("spec")
 	names := map[string]bool{}
-	for kind, cs := range map[string][]corev1.Container{"initContainers": t.Spec.InitContainers, "containers": t.Spec.Containers} {
-		for i, c := range cs {
-			cp := spec.Child(kind).Index(i)
+	for _, kind := range []struct {
+		field string
+		cs    []corev1.Container
+	}{{"initContainers", t.Spec.InitContainers}, {"containers", t.Spec.Containers}} {
+		for i, c := range kind.cs {
+			cp := spec.Child(kind.field).Index(i)
 			for _, msg := range utilvalidation.IsDNS1123Label(c.Name) {
 				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
 			}
@@ -150,7 +151,6 @@ func validateTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorLi
 			}
 		}
 	}
-	sortErrors(errs)
 	return errs
 }
 
@@ -177,16 +177,11 @@ func validatePorts(ports []corev1.ContainerPort, path *field.Path) field.ErrorLi
 			}
 			names[p.Name] = true
 		}
-		if p.Protocol != "" && !slices.Contains([]corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}, p.Protocol) {
-			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}))
+		if protocols := []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}; p.Protocol != "" && !slices.Contains(protocols, p.Protocol) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, protocols))
 		}
 	}
 	return errs
-}
-
-// sortErrors puts errors in the order of their fields, for a fixed order over Go's maps.
-func sortErrors(errs field.ErrorList) {
-	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
 }
 
 // validateManagedBy allows only known controllers in runPolicy.managedBy and forbids changing it.

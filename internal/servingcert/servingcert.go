@@ -52,8 +52,8 @@ type Options struct {
 //
 // A new CA reaches the apiserver before a certificate it signed is served: the bundle first,
 // the certificate second. A renewal or a Secret made anew brings a bundle of the new CA and the
-// ones still trusted; every replica injects it, and serves the new certificate only once the
-// webhook configurations have held a bundle with its CA for bundleGrace (the apiserver reads
+// ones still trusted; every replica injects it, and serves the new certificate only once it has
+// seen the webhook configurations hold a bundle with its CA for bundleGrace (the apiserver reads
 // them through a watch of its own). Until then it serves the certificate it has.
 type Rotator struct {
 	reader  client.Reader
@@ -226,7 +226,13 @@ func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
 		return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w (kiln's Role in its namespace must allow get on it)", key, err)
 	}
 	exists := err == nil
-	data, changed, err := renew(secret.Data, parseCerts(r.bundle), r.opts.Clock.Now(), r.opts)
+	trusted := parseCerts(r.bundle)
+	if !exists && len(trusted) == 0 {
+		// A Secret to make anew, and this process has not injected a bundle yet (it just
+		// started): keep trusting what the apiserver trusts now, as the other replicas serve it.
+		trusted = parseCerts(r.injectedBundle(ctx))
+	}
+	data, changed, err := renew(secret.Data, trusted, r.opts.Clock.Now(), r.opts)
 	if err != nil || !changed {
 		return data, err
 	}
@@ -242,6 +248,24 @@ func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
 	}
 	r.opts.Log.Info("Creating the webhook serving certificate", "secret", key)
 	return data, r.writer.Create(ctx, &secret)
+}
+
+// injectedBundle is the CA bundle of the first of kiln's webhook configurations that has one,
+// or nil.
+func (r *Rotator) injectedBundle(ctx context.Context) []byte {
+	for _, name := range r.opts.MutatingWebhooks {
+		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if r.reader.Get(ctx, types.NamespacedName{Name: name}, c) == nil && len(c.Webhooks) > 0 {
+			return c.Webhooks[0].ClientConfig.CABundle
+		}
+	}
+	for _, name := range r.opts.ValidatingWebhooks {
+		c := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if r.reader.Get(ctx, types.NamespacedName{Name: name}, c) == nil && len(c.Webhooks) > 0 {
+			return c.Webhooks[0].ClientConfig.CABundle
+		}
+	}
+	return nil
 }
 
 // inject writes bundle into every webhook of the named configurations; missing ones are skipped

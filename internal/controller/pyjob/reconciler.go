@@ -115,14 +115,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if job.Spec.Workers < 1 {
 		job.Spec.Workers = 1 // the CRD defaults it; a PyJob written before that gets the same
 	}
-	if job.Spec.Workers > MaxWorkers { // the CRD bounds it; one written before that is not run
-		return reconcile.Result{}, r.writeStatus(ctx, &job, observed{problem: problem{ReasonInvalid, fmt.Sprintf(
-			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
-	}
 	// A finished run never starts new work: what it owned and someone deleted (its batch Job, by
 	// hand or by a TTL controller) is not made again.
 	if finished(&job) {
 		return r.finish(ctx, &job)
+	}
+	if job.Spec.Workers > MaxWorkers { // the CRD bounds it; one written before that is not run
+		return reconcile.Result{}, r.writeStatus(ctx, &job, observed{problem: problem{ReasonInvalid, fmt.Sprintf(
+			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
 	}
 	problem, reused, err := r.ensureChildren(ctx, &job)
 	if err != nil {

@@ -44,7 +44,7 @@ func Env(job *kubeflowv1.PyTorchJob, rtype kubeflowv1.ReplicaType, index int) ([
 		return nil, fmt.Errorf("spec.pytorchReplicaSpecs[%s]: container %q has no port named %q: add it, or leave the ports empty to get the default %d",
 			masterType, ContainerName, PortName, Port)
 	}
-	worldSize := framework.TotalReplicas(specs) * nprocInt(job.Spec.NprocPerNode)
+	worldSize := framework.TotalReplicas(specs) * int64(nprocInt(job.Spec.NprocPerNode))
 	env = append(env,
 		framework.Env("MASTER_PORT", strconv.Itoa(int(port))),
 		framework.Env("PET_MASTER_PORT", strconv.Itoa(int(port))),
