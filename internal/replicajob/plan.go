@@ -326,7 +326,8 @@ func (p *planner) active() error {
 	p.setReplicaStatuses(replicas)
 	p.verdict(replicas, seen)
 	if p.capped {
-		p.requeueAt(p.now.Time) // the next batch, once the cache shows this one
+		// The next batch, as soon as the cache shows this one (the expectations hold it until then).
+		p.plan.RequeueAfter = minPositive(p.plan.RequeueAfter, replanSoon)
 	}
 	return nil
 }
