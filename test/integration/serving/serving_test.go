@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"k8s.io/utils/ptr"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,8 +180,8 @@ func TestEveryFetchedSchemeIsAccepted(t *testing.T) {
 	for i, uri := range []string{"s3://m/v1/", "gs://m/v1/", "azblob://m/v1/", "https://acct.blob.core.windows.net/m/v1/", "hf://org/model@main"} {
 		create(t, newISVC(ns, fmt.Sprintf("m%d", i), func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = uri }))
 		fetch := deployment(t, ns, fmt.Sprintf("m%d-predictor", i)).Spec.Template.Spec.InitContainers[0]
-		if !slices.Contains(fetch.Args, uri) {
-			t.Errorf("%s: the fetch's args are %q", uri, fetch.Args)
+		if len(fetch.Env) != 1 || fetch.Env[0].Value != uri {
+			t.Errorf("%s: the fetch's environment is %v, want the URI as it is", uri, fetch.Env)
 		}
 	}
 }
@@ -262,7 +261,7 @@ func TestPodOptionsReachTheDeployment(t *testing.T) {
 	if pod.NodeSelector["pool"] != "a100" || pod.ServiceAccountName != "serving" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "nvidia.com/mig-3g.20gb" {
 		t.Errorf("pod %+v: want spec.pod's placement and the GPU toleration", pod)
 	}
-	if env := c.Env[len(c.Env)-1]; env.Name != "HF_HOME" || len(pod.InitContainers[0].Env) != 0 {
+	if env := c.Env[len(c.Env)-1]; env.Name != "HF_HOME" || len(pod.InitContainers[0].Env) != 1 || pod.InitContainers[0].Env[0].Name != "KILN_MODEL_URI" {
 		t.Errorf("server env %v, fetch env %v: want HF_HOME on the server only", c.Env, pod.InitContainers[0].Env)
 	}
 }
