@@ -35,7 +35,7 @@ func (r *Reconciler) execute(ctx context.Context, job framework.Job, mem jobMemo
 	if len(p.Carried) > 0 || mem.carried != nil {
 		r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.carried = p.Carried })
 	}
-	failed, err := r.writeChildren(ctx, job, p)
+	failed, err := r.writeChildren(ctx, job, p, mem.refusedServices != "")
 	writeErr = errors.Join(writeErr, err)
 	// What held or failed is told at once, whatever becomes of the status write.
 	r.tell.Tell(job, transition.Told{Events: append(held, failed...)})
@@ -150,8 +150,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 
 // writeChildren carries out a plan's writes to pods and services: restart marks first (a failed
 // pod's retry must be recorded before the pod goes), then deletions, then creations, each group
-// concurrently. It returns Warning events for what failed, and the errors.
-func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Plan) ([]Event, error) {
+// concurrently. It returns Warning events for what failed, and the errors. servicesRefused says
+// the job's services were refused last time.
+func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Plan, servicesRefused bool) ([]Event, error) {
 	key, uid := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID()
 	r.mem.expect(key, uid, p, r.clock.Now())
 	var errs []error
@@ -195,7 +196,7 @@ func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Pl
 		switch {
 		case kind == "Pod" && len(objs) > 0:
 			r.noteRefusal(key, uid, firstOf(err))
-		case kind == "Service": // with none to create, no refusal stands (a scale-down, say)
+		case kind == "Service" && (len(objs) > 0 || servicesRefused): // none to create: no refusal stands (a scale-down, say)
 			r.noteServiceRefusal(key, uid, firstOf(err))
 		}
 	}
