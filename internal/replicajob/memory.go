@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kiln-ml/kiln/internal/gang"
 )
@@ -46,6 +47,10 @@ type jobMemory struct {
 	// conflict names the object in the way of the job's extras, until they are synced: the next
 	// plan holds the pods (they would mount that object) and says why.
 	conflict string
+	// validated is the generation whose spec invalid holds the errors of (0: none validated):
+	// a spec is validated once, not at every reconcile (TFJob's check builds a TF_CONFIG).
+	validated int64
+	invalid   field.ErrorList
 }
 
 // pendingStatus is when a job's unwritten status change was first seen, and when a condition

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -157,6 +158,9 @@ type Inputs struct {
 	// ExtrasDigest of the extras it last synced (zero: none).
 	SecretsCreated bool
 	ExtrasSynced   [sha256.Size]byte
+	// Invalid is what Validate finds wrong with the job (the reconciler validates each generation
+	// once): a job that runs is then failed instead of planned.
+	Invalid field.ErrorList
 	// CreatedOnly plans only what a new job's first write says: Created, startTime (unless it is
 	// suspended) and replica counts of zero, so the reconcile that creates its pods has nothing to
 	// add until a pod runs (see createdWriter).
@@ -187,7 +191,7 @@ func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Pl
 		p.setReplicaStatuses(framework.Replicas{})
 		return p.plan, nil
 	}
-	invalid, _ := Validate(fw, job, nil)
+	invalid := in.Invalid
 	switch {
 	case isFinished(&p.plan.Status):
 		p.finished()

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -151,11 +152,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	return r.execute(ctx, job, mem, group, p)
 }
 
+// validate is what Validate finds wrong with the job's spec, once per generation.
+func (r *Reconciler) validate(job framework.Job, mem jobMemory) field.ErrorList {
+	if g := job.GetGeneration(); g != 0 && g == mem.validated {
+		return mem.invalid
+	}
+	invalid, _ := Validate(r.fw, job, nil)
+	r.mem.update(types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID(), func(j *jobMemory) {
+		j.validated, j.invalid = job.GetGeneration(), invalid
+	})
+	return invalid
+}
+
 // observe is what a plan decides from besides the job: its children seen now, what the engine
 // remembers of it, and its gang group (built by the GroupPlugin) with what the cache shows of it,
 // read once for the plan and for execute's sync.
 func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, gang.Seen, error) {
-	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried,
+	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried, Invalid: r.validate(job, mem),
 		Refused: mem.refused, RefusedServices: mem.refusedServices, PodConflict: mem.podConflict, Conflict: mem.conflict,
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	var seen gang.Seen
