@@ -90,8 +90,8 @@ func injectedBundle(ctx context.Context) ([]byte, error) {
 
 // TestReplicasHealTheCertificateWithinSeconds runs a second replica that checks its certificate
 // only every 10 minutes: it watches the Secret and the webhook configurations, so when the Secret
-// is deleted both replicas serve a certificate of the new CA — the one injected into the webhook
-// configurations — within 10 s, and admission goes on working.
+// is deleted both replicas serve a certificate of the new CA — once the webhook configurations
+// have carried it for 3 s — within 10 s, and admission goes on working.
 func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 	ready(t)
 	ctx := context.Background()
@@ -140,7 +140,23 @@ func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) {
 			return fmt.Errorf("the CA was not replaced")
 		}
-		return trusted()
+		if err := trusted(); err != nil {
+			return err
+		}
+		// The bundle holds the old CA too, for the switch: each replica serves the new one's.
+		current, _ := pem.Decode(s.Data["ca.crt"])
+		pool := x509.NewCertPool()
+		if current == nil || !pool.AppendCertsFromPEM(pem.EncodeToMemory(current)) {
+			return fmt.Errorf("no new CA in the Secret")
+		}
+		for _, a := range []string{first, addr} {
+			conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
+			if err != nil {
+				return fmt.Errorf("the replica at %s does not serve a certificate of the new CA yet: %w", a, err)
+			}
+			conn.Close()
+		}
+		return nil
 	})
 	t.Logf("both replicas serve the new certificate %s after the Secret was deleted", time.Since(start).Round(100*time.Millisecond))
 	job := builder.TFJob("after-heal", env.Namespace(t)).Replicas("Worker", 1).Obj()
