@@ -115,18 +115,7 @@ func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(bundle) {
-			return fmt.Errorf("the webhook configurations carry no CA bundle")
-		}
-		for _, a := range []string{first, addr} {
-			conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
-			if err != nil {
-				return fmt.Errorf("the replica at %s: %w", a, err)
-			}
-			conn.Close()
-		}
-		return nil
+		return servedFrom(bundle, first, addr)
 	}
 	testenv.EventuallyWithin(t, 30*time.Second, trusted)
 
@@ -145,24 +134,33 @@ func TestReplicasHealTheCertificateWithinSeconds(t *testing.T) {
 		}
 		// The bundle holds the old CA too, for the switch: each replica serves the new one's.
 		current, _ := pem.Decode(s.Data["ca.crt"])
-		pool := x509.NewCertPool()
-		if current == nil || !pool.AppendCertsFromPEM(pem.EncodeToMemory(current)) {
+		if current == nil {
 			return fmt.Errorf("no new CA in the Secret")
 		}
-		for _, a := range []string{first, addr} {
-			conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
-			if err != nil {
-				return fmt.Errorf("the replica at %s does not serve a certificate of the new CA yet: %w", a, err)
-			}
-			conn.Close()
-		}
-		return nil
+		return servedFrom(pem.EncodeToMemory(current), first, addr)
 	})
 	t.Logf("both replicas serve the new certificate %s after the Secret was deleted", time.Since(start).Round(100*time.Millisecond))
 	job := builder.TFJob("after-heal", env.Namespace(t)).Replicas("Worker", 1).Obj()
 	if err := env.Client.Create(ctx, job); err != nil {
 		t.Fatalf("admission after the certificate was healed: %v", err)
 	}
+}
+
+// servedFrom says whether the webhook servers at addrs each serve a certificate that one of the
+// CAs of bundle signed.
+func servedFrom(bundle []byte, addrs ...string) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		return fmt.Errorf("no CA in the bundle")
+	}
+	for _, a := range addrs {
+		conn, err := tls.Dial("tcp", a, &tls.Config{RootCAs: pool})
+		if err != nil {
+			return fmt.Errorf("the replica at %s: %w", a, err)
+		}
+		conn.Close()
+	}
+	return nil
 }
 
 // TestReadyzIncludesTheWebhookServer reads the manager's /readyz checks.
@@ -244,15 +242,10 @@ func TestAdmissionNeverFailsAcrossAHealing(t *testing.T) {
 			return err
 		}
 		current, _ := pem.Decode(s.Data["ca.crt"]) // the new CA comes first
-		pool := x509.NewCertPool()
-		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) || current == nil || !pool.AppendCertsFromPEM(pem.EncodeToMemory(current)) {
+		if bytes.Equal(s.Data["ca.crt"], old.Data["ca.crt"]) || current == nil {
 			return fmt.Errorf("no new CA yet")
 		}
-		conn, err := tls.Dial("tcp", net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port)), &tls.Config{RootCAs: pool})
-		if err != nil {
-			return fmt.Errorf("the webhook server does not serve a certificate of the new CA yet: %w", err)
-		}
-		return conn.Close()
+		return servedFrom(pem.EncodeToMemory(current), net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port)))
 	})
 	time.Sleep(2 * time.Second) // and a while after the switch
 	close(done)
