@@ -99,11 +99,7 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 			}
 		}
 		if err == nil {
-			r.mem.update(key, job.GetUID(), func(j *jobMemory) {
-				if j.conflict = conflict; conflict == "" {
-					j.extras = p.ExtrasDigest
-				}
-			})
+			r.mem.extrasSynced(key, mem, p.ExtrasDigest, conflict)
 			if mem.conflict != "" && conflict == "" {
 				p.RequeueAfter = replanSoon // the way is clear: the next plan creates the pods
 			}

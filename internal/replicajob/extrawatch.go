@@ -68,6 +68,6 @@ func (r *Reconciler) extraDeleted(_ context.Context, e event.DeleteEvent, q work
 		return
 	}
 	key := types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: ref.Name}
-	r.mem.update(key, ref.UID, func(j *jobMemory) { j.extras = [len(j.extras)]byte{} })
+	r.mem.extraLost(key, ref.UID)
 	q.Add(reconcile.Request{NamespacedName: key})
 }

@@ -31,8 +31,12 @@ type jobMemory struct {
 	status pendingStatus
 	// group is what was last written of the job's gang group (gang.Keeper).
 	group gang.Synced
-	// extras is the Plan.ExtrasDigest of the extras last synced; zero: never.
-	extras [sha256.Size]byte
+	// extras is the Plan.ExtrasDigest of the extras last synced; zero: never. extrasLost counts
+	// the deletions of the job's extras seen (extraDeleted): a sync records its digest only if
+	// none was seen since its reconcile began, so an extra deleted while it was being applied is
+	// applied again.
+	extras     [sha256.Size]byte
+	extrasLost uint64
 	// secretsCreated says this process created the job's secrets (createSecrets).
 	secretsCreated bool
 	// carried is the last Plan.Carried: retry counts of kinds without services between a failed
@@ -88,6 +92,22 @@ func (m *memory) entry(key types.NamespacedName, uid types.UID) *jobMemory {
 		m.jobs[key] = j
 	}
 	return j
+}
+
+// extraLost notes that one of the job's extras was deleted: its extras are synced again.
+func (m *memory) extraLost(key types.NamespacedName, uid types.UID) {
+	m.update(key, uid, func(j *jobMemory) { j.extras, j.extrasLost = [sha256.Size]byte{}, j.extrasLost+1 })
+}
+
+// extrasSynced notes the sync of the extras of digest planned from was (the memory the
+// reconcile began with), or the conflict that stopped it: the digest is kept only if no extra
+// was deleted since, for the sync may have applied one just before its deletion.
+func (m *memory) extrasSynced(key types.NamespacedName, was jobMemory, digest [sha256.Size]byte, conflict string) {
+	m.update(key, was.uid, func(j *jobMemory) {
+		if j.conflict = conflict; conflict == "" && j.extrasLost == was.extrasLost {
+			j.extras = digest
+		}
+	})
 }
 
 // forget drops everything remembered of a job that is gone.

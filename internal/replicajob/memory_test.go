@@ -29,3 +29,26 @@ func TestMemoryIsOneJobsAndForgetDropsAllOfIt(t *testing.T) {
 		t.Errorf("after forget: %+v", got)
 	}
 }
+
+// An extra deleted while its sync was under way (after the reconcile read the memory, before it
+// noted the sync) is synced again: the next plan must not take the digest for done.
+func TestExtraDeletedDuringItsSyncIsSyncedAgain(t *testing.T) {
+	m := newMemory()
+	key := types.NamespacedName{Namespace: "ns", Name: "mpi"}
+	digest := [32]byte{1}
+	began := m.of(key, "a")
+	m.extraLost(key, "a") // the watch saw the ServiceAccount just applied deleted
+	m.extrasSynced(key, began, digest, "")
+	if got := m.of(key, "a").extras; got == digest {
+		t.Fatal("a sync that began before an extra's deletion was taken for the extras' last sync")
+	}
+	began = m.of(key, "a")
+	m.extrasSynced(key, began, digest, "")
+	if got := m.of(key, "a").extras; got != digest {
+		t.Errorf("a sync with no deletion since it began: extras %x, want %x", got, digest)
+	}
+	m.extrasSynced(key, m.of(key, "a"), [32]byte{2}, "ConfigMap x is in the way")
+	if got := m.of(key, "a"); got.extras != digest || got.conflict == "" {
+		t.Errorf("a sync stopped by a conflict: %+v, want the last digest kept and the conflict noted", got)
+	}
+}
