@@ -29,7 +29,7 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations fro
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
 	$$cg crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases; \
 	$(GO) run ./hack/crd-descriptions config/crd/bases/*.yaml; \
-	$(GO) run ./hack/webhook-manifests config/webhook/manifests.yaml; \
+	$(GO) run ./hack/webhook-manifests config/webhook/manifests.yaml config/crd/bases/*.yaml; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac; \
 	rm -f charts/kiln/crds/*.yaml && cp config/crd/bases/*.yaml charts/kiln/crds/; \
 	cp config/rbac/role.yaml charts/kiln/files/manager-role.yaml; \

@@ -1,7 +1,8 @@
 // Command webhook-manifests writes kiln's webhook configurations, built from the same list of
-// kinds and paths the webhook server registers, so the two cannot drift:
+// kinds and paths the webhook server registers, so the two cannot drift, and points the CRDs
+// among the given ones that kiln converts at its conversion webhook:
 //
-//	go run ./hack/webhook-manifests config/webhook/manifests.yaml
+//	go run ./hack/webhook-manifests config/webhook/manifests.yaml config/crd/bases/*.yaml
 package main
 
 import (
@@ -10,16 +11,25 @@ import (
 	"os"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/manager"
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: webhook-manifests OUTPUT.yaml")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: webhook-manifests OUTPUT.yaml [CRD.yaml...]")
 		os.Exit(2)
+	}
+	for _, path := range os.Args[2:] {
+		if err := pointConversion(path); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook-manifests:", err)
+			os.Exit(1)
+		}
 	}
 	set, err := manager.Admission(manager.Options{})
 	if err != nil {
@@ -46,4 +56,37 @@ func main() {
 		fmt.Fprintln(os.Stderr, "webhook-manifests:", err)
 		os.Exit(1)
 	}
+}
+
+// pointConversion sets spec.conversion of the CRD in path, when kiln converts it, to kiln's
+// webhook Service; other CRDs are left alone. The rest of the file is kept as it is.
+func pointConversion(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(doc, &crd); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !conversion.Converts(crd.Name) {
+		return nil
+	}
+	conversion.Point(&crd, apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+		Namespace: "kiln-system", Name: "kiln-webhook", Path: ptr.To(conversion.Path), Port: ptr.To[int32](443),
+	}})
+	stanza, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd.Spec.Conversion)
+	if err != nil {
+		return err
+	}
+	doc["spec"].(map[string]any)["conversion"] = stanza
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
 }

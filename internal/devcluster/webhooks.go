@@ -9,15 +9,20 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/manager"
 )
 
@@ -47,7 +52,8 @@ func LocalWebhooks(o manager.Options, addr string, checkInterval time.Duration) 
 
 // InstallWebhooks creates kiln's webhook configurations for the kinds o enables, pointing the
 // apiserver at https://<o's webhook host:port> by URL (no Service routing to a local process)
-// with no caBundle: kiln injects it. It also creates the certificate's namespace.
+// with no caBundle: kiln injects it. It points the conversion of the installed CRDs kiln
+// converts at the same server, and creates the certificate's namespace.
 func InstallWebhooks(ctx context.Context, c client.Client, o manager.Options) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Webhook.Namespace}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -66,6 +72,19 @@ func InstallWebhooks(ctx context.Context, c client.Client, o manager.Options) er
 	}
 	if err := c.Create(ctx, validating); err != nil {
 		return fmt.Errorf("installing the validating webhooks: %w", err)
+	}
+	for _, name := range conversion.CRDs {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			conversion.Point(&crd, apiextensionsv1.WebhookClientConfig{URL: ptr.To(base + conversion.Path)})
+			return c.Update(ctx, &crd)
+		})
+		if err != nil {
+			return fmt.Errorf("pointing the conversion of CRD %s at kiln: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -107,13 +126,29 @@ func WaitForWebhooks(ctx context.Context, c client.Client, timeout time.Duration
 			}}},
 		}}
 	}
+	// A v2beta1 MPIJob is converted to the stored v1 before admission: its dry run answers once
+	// the conversion webhook does too (unless the cluster has no MPIJob CRD).
+	converted := func() client.Object {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": kubeflowv2beta1.GroupVersion.String(), "kind": kubeflowv1.MPIJobKind,
+			"metadata": map[string]any{"generateName": "webhook-probe-", "namespace": metav1.NamespaceDefault},
+			"spec": map[string]any{"mpiReplicaSpecs": map[string]any{"Launcher": map[string]any{
+				"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "mpi", "image": "probe"}}}},
+			}}},
+		}}
+	}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = c.Create(ctx, probe(), client.DryRunAll)
+		if last = c.Create(ctx, probe(), client.DryRunAll); last != nil {
+			return false, nil
+		}
+		if last = c.Create(ctx, converted(), client.DryRunAll); meta.IsNoMatchError(last) {
+			last = nil
+		}
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kiln's admission webhooks did not answer within %s: %v", timeout, last)
+		return fmt.Errorf("kiln's admission and conversion webhooks did not answer within %s: %v", timeout, last)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -29,11 +30,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/jax"
 	"github.com/kiln-ml/kiln/internal/framework/mpi"
@@ -134,6 +137,8 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(kubeflowv1.AddToScheme(s))
+	utilruntime.Must(kubeflowv2beta1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
 	return s
@@ -238,6 +243,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			rights = admission.AccessReviews{Client: mgr.GetClient()}
 		}
 		admission.NewSet(scheme, admissionKinds(o, frameworks, own, rights)).Register(mgr.GetWebhookServer())
+		conversion.Register(mgr.GetWebhookServer(), scheme)
 		if rotator != nil {
 			if err := mgr.Add(rotator); err != nil {
 				return nil, err

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kiln-ml/kiln/internal/admission"
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/servingcert"
 )
 
@@ -18,6 +19,9 @@ import (
 // reached through a namespaced Role in config/rbac, not this ClusterRole.)
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kiln-defaulting,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;list;watch;update
+// And into the conversion webhook of the CRDs kiln converts (conversion.CRDs), by name: kiln may
+// change no other CRD.
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=mpijobs.kubeflow.org,verbs=get;list;watch;update
 
 // WebhookOptions configure the admission webhook server every replica runs.
 type WebhookOptions struct {
@@ -57,6 +61,7 @@ func webhookServer(o WebhookOptions, c client.WithWatch, log logr.Logger, tlsOpt
 		DNSNames: o.DNSNames, IPAddresses: o.IPAddresses,
 		MutatingWebhooks:   []string{admission.MutatingName},
 		ValidatingWebhooks: []string{admission.ValidatingName},
+		ConversionCRDs:     conversion.CRDs,
 		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval, Watcher: c,
 		Log: log.WithName("servingcert"),
 	})

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +37,8 @@ type Options struct {
 	IPAddresses []net.IP
 	// MutatingWebhooks and ValidatingWebhooks name the configurations whose caBundle is kept.
 	MutatingWebhooks, ValidatingWebhooks []string
+	// ConversionCRDs name the CustomResourceDefinitions whose conversion webhook's caBundle is kept.
+	ConversionCRDs []string
 	// CertValidity is the serving certificate's lifetime (default a year); the CA lives ten times
 	// as long. Either is renewed once less than a third of its lifetime is left.
 	CertValidity time.Duration
@@ -115,6 +119,9 @@ func (r *Rotator) Start(ctx context.Context) error {
 		}
 		for _, name := range r.opts.ValidatingWebhooks {
 			go r.watch(ctx, &admissionregistrationv1.ValidatingWebhookConfigurationList{}, changed, byName(name))
+		}
+		for _, name := range r.opts.ConversionCRDs {
+			go r.watch(ctx, &apiextensionsv1.CustomResourceDefinitionList{}, changed, byName(name))
 		}
 	}
 	for {
@@ -265,6 +272,22 @@ func (r *Rotator) injectedBundle(ctx context.Context) []byte {
 			return c.Webhooks[0].ClientConfig.CABundle
 		}
 	}
+	for _, name := range r.opts.ConversionCRDs {
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		if r.reader.Get(ctx, types.NamespacedName{Name: name}, c) == nil {
+			if cc := conversionClient(c); cc != nil && len(cc.CABundle) > 0 {
+				return cc.CABundle
+			}
+		}
+	}
+	return nil
+}
+
+// conversionClient is how the apiserver reaches the CRD's conversion webhook; nil when it has none.
+func conversionClient(c *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.WebhookClientConfig {
+	if cv := c.Spec.Conversion; cv != nil && cv.Webhook != nil {
+		return cv.Webhook.ClientConfig
+	}
 	return nil
 }
 
@@ -297,6 +320,21 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 		}
 		installed = installed || found
 	}
+	for _, name := range r.opts.ConversionCRDs {
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		found, err := r.injectInto(ctx, name, c, func() bool {
+			cc := conversionClient(c)
+			if cc == nil || bytes.Equal(cc.CABundle, bundle) {
+				return false
+			}
+			cc.CABundle = bundle
+			return true
+		})
+		if err != nil {
+			return false, err
+		}
+		installed = installed || found
+	}
 	return installed, nil
 }
 
@@ -307,17 +345,20 @@ func (r *Rotator) injectInto(ctx context.Context, name string, c client.Object, 
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("reading webhook configuration %s: %w", name, err)
+		return false, fmt.Errorf("reading %s %s: %w", kindOf(c), name, err)
 	}
 	if !set() {
 		return true, nil
 	}
-	r.opts.Log.Info("Injecting the webhook CA bundle", "configuration", name)
+	r.opts.Log.Info("Injecting the webhook CA bundle", "kind", kindOf(c), "name", name)
 	if err := r.writer.Update(ctx, c); err != nil {
-		return true, fmt.Errorf("injecting the CA bundle into webhook configuration %s: %w", name, err)
+		return true, fmt.Errorf("injecting the CA bundle into %s %s: %w", kindOf(c), name, err)
 	}
 	return true, nil
 }
+
+// kindOf is the kind of a typed object, e.g. CustomResourceDefinition.
+func kindOf(c client.Object) string { return reflect.TypeOf(c).Elem().Name() }
 
 func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) bool {
 	if bytes.Equal(cc.CABundle, bundle) {

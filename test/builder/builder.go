@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
@@ -160,4 +161,15 @@ func RestrictedPod() *corev1.PodSecurityContext {
 // RestrictedContainer is a container securityContext that Pod Security "restricted" admits.
 func RestrictedContainer() *corev1.SecurityContext {
 	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+}
+
+// MPIJobV2beta1 is an mpi-operator (kubeflow.org/v2beta1) MPIJob of one launcher and n workers
+// with the builder's containers, written as mpi-operator's examples write them.
+func MPIJobV2beta1(name, ns string, workers int32) *kubeflowv2beta1.MPIJob {
+	v1 := MPIJob(name, ns).Replicas(kubeflowv1.MPIJobReplicaTypeLauncher, 1).Replicas(kubeflowv1.MPIJobReplicaTypeWorker, workers).Obj()
+	return &kubeflowv2beta1.MPIJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kubeflowv2beta1.GroupVersion.String(), Kind: kubeflowv1.MPIJobKind},
+		ObjectMeta: meta(name, ns),
+		Spec:       kubeflowv2beta1.MPIJobSpec{SlotsPerWorker: ptr.To[int32](1), MPIReplicaSpecs: v1.GetReplicaSpecs()},
+	}
 }

@@ -23,6 +23,32 @@ const (
 	// AnnotationMPISSHAuthMountPath is where the SSH key pair is mounted (default /root/.ssh);
 	// images whose MPI runs as another user set that user's ~/.ssh.
 	AnnotationMPISSHAuthMountPath = "kiln.dev/mpi-ssh-auth-mount-path"
+	// AnnotationMPIImplementation is the job's MPI: OpenMPI (default), Intel or MPICH (v2beta1's
+	// spec.mpiImplementation). It decides the hostfile's form and the launcher's environment.
+	AnnotationMPIImplementation = "kiln.dev/mpi-implementation"
+	// AnnotationMPIRunLauncherAsWorker "true" lists the launcher in the hostfile too (v2beta1's
+	// spec.runLauncherAsWorker).
+	AnnotationMPIRunLauncherAsWorker = "kiln.dev/mpi-run-launcher-as-worker"
+	// AnnotationMPILauncherCreationPolicy is AtStartup (default) or WaitForWorkersReady (v2beta1's
+	// spec.launcherCreationPolicy).
+	AnnotationMPILauncherCreationPolicy = "kiln.dev/mpi-launcher-creation-policy"
+	// AnnotationAPIVersion names the version a job was written at when it is not the stored one
+	// (kubeflow.org/v2beta1 for an MPIJob written by mpi-operator's API): the conversion webhook
+	// sets it, and such an MPIJob runs as mpi-operator runs it (SSH, whatever --mpi-remote-start).
+	AnnotationAPIVersion = "kiln.dev/api-version"
+)
+
+// The MPI implementations of AnnotationMPIImplementation.
+const (
+	MPIImplementationOpenMPI = "OpenMPI"
+	MPIImplementationIntel   = "Intel"
+	MPIImplementationMPICH   = "MPICH"
+)
+
+// The launcher creation policies of AnnotationMPILauncherCreationPolicy.
+const (
+	LauncherCreationAtStartup           = "AtStartup"
+	LauncherCreationWaitForWorkersReady = "WaitForWorkersReady"
 )
 
 // MPIJobSpec is the desired state of an MPI job (Kubeflow's v1 MPIJob).
@@ -64,8 +90,10 @@ type MPIJobSpec struct {
 }
 
 // MPIJob runs an MPI program: one launcher pod running mpirun and worker pods it starts ranks on,
-// with a hostfile in the ConfigMap <name>-config.
+// with a hostfile in the ConfigMap <name>-config. The stored version: kubeflow.org/v2beta1 (mpi-operator's
+// API) is served too, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[-1:].type`
@@ -97,6 +125,9 @@ type MPIJobList struct {
 }
 
 func init() { SchemeBuilder.Register(&MPIJob{}, &MPIJobList{}) }
+
+// Hub marks kubeflow.org/v1 as the MPIJob version every other converts to and from (the stored one).
+func (*MPIJob) Hub() {}
 
 func (j *MPIJob) GetRunPolicy() *RunPolicy                       { return &j.Spec.RunPolicy }
 func (j *MPIJob) GetReplicaSpecs() map[ReplicaType]*ReplicaSpec  { return j.Spec.MPIReplicaSpecs }

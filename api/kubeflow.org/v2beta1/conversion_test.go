@@ -1,0 +1,151 @@
+package v2beta1
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/randfill"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+)
+
+// kilnAnnotations are the annotations the conversion reads: a fuzzed object holds them only as
+// the other version would write them.
+var kilnAnnotations = []string{
+	kubeflowv1.AnnotationMPISSHAuthMountPath, kubeflowv1.AnnotationMPIImplementation,
+	kubeflowv1.AnnotationMPILauncherCreationPolicy, kubeflowv1.AnnotationMPIRunLauncherAsWorker,
+	kubeflowv1.AnnotationAPIVersion, v1FieldsAnnotation,
+}
+
+func filler(t *testing.T, seed int64) *randfill.Filler {
+	scheme := runtime.NewScheme()
+	if err := kubeflowv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d", seed)
+	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(8)
+}
+
+// managedBy is a value the version's schema accepts.
+func managedBy(f *randfill.Filler, values ...string) *string {
+	var i int
+	f.Fill(&i)
+	if i%3 == 0 {
+		return nil
+	}
+	v := values[(i&0xff)%len(values)]
+	return &v
+}
+
+// TestV2beta1RoundTrip: a v2beta1 MPIJob converted to the stored v1 and back is the same, for
+// every field (apimachinery's fuzzer fills them all).
+func TestV2beta1RoundTrip(t *testing.T) {
+	f := filler(t, 1)
+	for range 300 {
+		var in MPIJob
+		f.Fill(&in)
+		for _, k := range kilnAnnotations {
+			delete(in.Annotations, k)
+		}
+		in.Spec.RunPolicy.ManagedBy = managedBy(f, MPIController, kubeflowv1.MultiKueueController)
+		var hub kubeflowv1.MPIJob
+		if err := in.ConvertTo(&hub); err != nil {
+			t.Fatal(err)
+		}
+		var out MPIJob
+		if err := out.ConvertFrom(&hub); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v2beta1 → v1 → v2beta1 changed the MPIJob (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}
+
+// TestV1RoundTrip: a stored v1 MPIJob read at v2beta1 and written back is the same, kiln's MPI
+// annotations included.
+func TestV1RoundTrip(t *testing.T) {
+	f := filler(t, 2)
+	for i := range 300 {
+		var in kubeflowv1.MPIJob
+		f.Fill(&in)
+		for _, k := range kilnAnnotations {
+			delete(in.Annotations, k)
+		}
+		if i%2 == 0 {
+			if in.Annotations == nil {
+				in.Annotations = map[string]string{}
+			}
+			in.Annotations[kubeflowv1.AnnotationMPIImplementation] = kubeflowv1.MPIImplementationIntel
+			in.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] = []string{"true", "false"}[i%4/2]
+			in.Annotations[kubeflowv1.AnnotationMPISSHAuthMountPath] = "/home/mpiuser/.ssh"
+			in.Annotations[kubeflowv1.AnnotationMPILauncherCreationPolicy] = kubeflowv1.LauncherCreationWaitForWorkersReady
+		}
+		if i%3 == 0 {
+			in.Annotations = map[string]string{kubeflowv1.AnnotationAPIVersion: GroupVersion.String()}
+			in.Spec.CleanPodPolicy, in.Spec.MainContainer = nil, "" // a job written at v2beta1 has none
+		}
+		in.Spec.RunPolicy.ManagedBy = managedBy(f, kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController)
+		var spoke MPIJob
+		if err := spoke.ConvertFrom(&in); err != nil {
+			t.Fatal(err)
+		}
+		var out kubeflowv1.MPIJob
+		if err := spoke.ConvertTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v1 → v2beta1 → v1 changed the MPIJob (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}
+
+// TestWrittenAtV2beta1: a v2beta1 MPIJob is stored with its v2beta1 fields as kiln's MPI
+// annotations and marked as written at v2beta1; read back it carries none of them.
+func TestWrittenAtV2beta1(t *testing.T) {
+	yes := true
+	in := MPIJob{Spec: MPIJobSpec{SSHAuthMountPath: "/home/mpiuser/.ssh", MPIImplementation: MPIImplementationMPICH,
+		RunLauncherAsWorker: &yes, LauncherCreationPolicy: LauncherCreationPolicyWaitForWorkersReady,
+		RunPolicy: RunPolicy{ManagedBy: ptr(MPIController)}}}
+	in.Name = "pi"
+	var hub kubeflowv1.MPIJob
+	if err := in.ConvertTo(&hub); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		kubeflowv1.AnnotationAPIVersion:                "kubeflow.org/v2beta1",
+		kubeflowv1.AnnotationMPISSHAuthMountPath:       "/home/mpiuser/.ssh",
+		kubeflowv1.AnnotationMPIImplementation:         "MPICH",
+		kubeflowv1.AnnotationMPIRunLauncherAsWorker:    "true",
+		kubeflowv1.AnnotationMPILauncherCreationPolicy: "WaitForWorkersReady",
+	}
+	if d := cmp.Diff(want, hub.Annotations); d != "" {
+		t.Errorf("stored annotations (-want +got):\n%s", d)
+	}
+	if got := *hub.Spec.RunPolicy.ManagedBy; got != kubeflowv1.KubeflowJobsController {
+		t.Errorf("stored managedBy %q, want %q", got, kubeflowv1.KubeflowJobsController)
+	}
+	var out MPIJob
+	if err := out.ConvertFrom(&hub); err != nil {
+		t.Fatal(err)
+	}
+	if out.Annotations != nil {
+		t.Errorf("read back at v2beta1 with annotations %v, want none", out.Annotations)
+	}
+	bad := hub.DeepCopy()
+	bad.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] = "sometimes"
+	if err := out.ConvertFrom(bad); err == nil {
+		t.Error("an annotation runLauncherAsWorker cannot be read converted without error")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,43 @@
+// Package conversion serves the conversion webhook of kiln's CRDs that serve more than one
+// version (MPIJob: kubeflow.org/v1, stored, and v2beta1), and points those CRDs at it: the same
+// list feeds the webhook server, the generated CRDs and the local clusters, so they cannot drift.
+package conversion
+
+import (
+	"slices"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+)
+
+// Path is where the webhook server answers ConversionReviews.
+const Path = "/convert"
+
+// CRDs are the CustomResourceDefinitions converted by kiln's webhook.
+var CRDs = []string{"mpijobs.kubeflow.org"}
+
+// Register adds the conversion handler to the webhook server: it converts between the versions
+// of every kind of scheme through the kind's hub (its stored version).
+func Register(server webhook.Server, scheme *runtime.Scheme) {
+	server.Register(Path, conversion.NewWebhookHandler(scheme, conversion.NewRegistry()))
+}
+
+// Converts says whether kiln's webhook converts the CRD of that name.
+func Converts(name string) bool { return slices.Contains(CRDs, name) }
+
+// Point sets the CRD's conversion to kiln's webhook, reached by clientConfig; a caBundle it
+// already holds is kept (kiln injects it at run time).
+func Point(crd *apiextensionsv1.CustomResourceDefinition, clientConfig apiextensionsv1.WebhookClientConfig) {
+	if old := crd.Spec.Conversion; old != nil && old.Webhook != nil && old.Webhook.ClientConfig != nil && len(clientConfig.CABundle) == 0 {
+		clientConfig.CABundle = old.Webhook.ClientConfig.CABundle
+	}
+	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+		Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig:             &clientConfig,
+			ConversionReviewVersions: []string{"v1"},
+		},
+	}
+}

@@ -1,0 +1,112 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	"github.com/kiln-ml/kiln/test/builder"
+)
+
+// TestMPIJobAtBothVersions: the apiserver serves the MPIJob CRD at v1 (stored) and v2beta1
+// through kiln's conversion webhook. A job written at v2beta1 reads back at v2beta1 as written,
+// and at v1 with its v2beta1 fields as kiln's annotations; a job written at v1, updated through
+// v2beta1, is at v1 what it was.
+func TestMPIJobAtBothVersions(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+
+	written := builder.MPIJobV2beta1("pi", ns, 2)
+	written.Spec.SSHAuthMountPath = "/home/mpiuser/.ssh"
+	written.Spec.MPIImplementation = kubeflowv2beta1.MPIImplementationIntel
+	written.Spec.RunLauncherAsWorker = ptr.To(true)
+	written.Spec.RunPolicy.ManagedBy = ptr.To(kubeflowv2beta1.MPIController)
+	written.Spec.RunPolicy.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyNone)
+	if err := env.Client.Create(ctx, written.DeepCopy()); err != nil {
+		t.Fatalf("creating a v2beta1 MPIJob: %v", err)
+	}
+	var at2 kubeflowv2beta1.MPIJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at2); err != nil {
+		t.Fatal(err)
+	}
+	// What the apiserver and kiln's defaulting add: defaults of the replica specs and pods, and
+	// runPolicy.suspend false.
+	got, want := at2.Spec, written.Spec
+	want.MPIReplicaSpecs, want.RunPolicy.Suspend = got.MPIReplicaSpecs, ptr.To(false)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("read back at v2beta1 (-written +read):\n%s", d)
+	}
+	if at2.Annotations != nil {
+		t.Errorf("read back at v2beta1 with annotations %v, want none", at2.Annotations)
+	}
+	var at1 kubeflowv1.MPIJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at1); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		kubeflowv1.AnnotationAPIVersion: "kubeflow.org/v2beta1", kubeflowv1.AnnotationMPISSHAuthMountPath: "/home/mpiuser/.ssh",
+		kubeflowv1.AnnotationMPIImplementation: "Intel", kubeflowv1.AnnotationMPIRunLauncherAsWorker: "true",
+	} {
+		if at1.Annotations[k] != v {
+			t.Errorf("at v1, annotation %s = %q, want %q", k, at1.Annotations[k], v)
+		}
+	}
+	if m := at1.Spec.RunPolicy.ManagedBy; m == nil || *m != kubeflowv1.KubeflowJobsController {
+		t.Errorf("at v1, managedBy %v, want %s", m, kubeflowv1.KubeflowJobsController)
+	}
+
+	// Written at v1 with the fields v2beta1 lacks, then updated through v2beta1.
+	v1 := builder.MPIJob("legacy", ns).Replicas("Launcher", 1).Replicas("Worker", 1).
+		Template("Worker", func(p *corev1.PodTemplateSpec) { p.Spec.Containers[0].Name = "main" }).Obj().(*kubeflowv1.MPIJob)
+	v1.Spec.MainContainer = "main"
+	v1.Spec.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyAll)
+	if err := env.Client.Create(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	var before kubeflowv1.MPIJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(v1), &before); err != nil {
+		t.Fatal(err)
+	}
+	var as2 kubeflowv2beta1.MPIJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(v1), &as2); err != nil {
+		t.Fatal(err)
+	}
+	as2.Labels = map[string]string{"team": "hpc"}
+	if err := env.Client.Update(ctx, &as2); err != nil {
+		t.Fatalf("updating a v1 MPIJob through v2beta1: %v", err)
+	}
+	var after kubeflowv1.MPIJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(v1), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Labels["team"] != "hpc" {
+		t.Errorf("the label set through v2beta1 is not at v1: %v", after.Labels)
+	}
+	if !apiequality.Semantic.DeepEqual(before.Spec, after.Spec) || !apiequality.Semantic.DeepEqual(before.Annotations, after.Annotations) {
+		t.Errorf("a v1 MPIJob updated through v2beta1 changed (-before +after):\n%s%s",
+			cmp.Diff(before.Spec, after.Spec), cmp.Diff(before.Annotations, after.Annotations))
+	}
+}
+
+// TestV2beta1MPIJobIsValidated: kiln's webhooks check a v2beta1 MPIJob as its v1 self, and the
+// refusal names the field.
+func TestV2beta1MPIJobIsValidated(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	job := builder.MPIJobV2beta1("two", ns, 1)
+	job.Spec.MPIReplicaSpecs["Launcher"].Replicas = ptr.To[int32](2)
+	err := env.Client.Create(context.Background(), job)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mpiReplicaSpecs[Launcher].replicas") {
+		t.Fatalf("a v2beta1 MPIJob of two launchers: %v, want Invalid naming mpiReplicaSpecs[Launcher].replicas", err)
+	}
+}
