@@ -35,7 +35,13 @@ func (e *Env) WaitCondition(t testing.TB, job framework.Job, ct kubeflowv1.JobCo
 
 // Condition is the job's condition of type ct, or a zero condition when it has none.
 func Condition(job framework.Job, ct kubeflowv1.JobConditionType) kubeflowv1.JobCondition {
-	for _, c := range job.GetJobStatus().Conditions {
+	return StatusCondition(*job.GetJobStatus(), ct)
+}
+
+// StatusCondition is the status's condition of type ct (zero when it has none): Condition of a
+// job of any version (a v2beta1 MPIJob's).
+func StatusCondition(status kubeflowv1.JobStatus, ct kubeflowv1.JobConditionType) kubeflowv1.JobCondition {
+	for _, c := range status.Conditions {
 		if c.Type == ct {
 			return c
 		}

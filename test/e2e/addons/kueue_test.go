@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -37,7 +38,8 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// kueueConfig runs Kueue for batch Jobs (PyJob's), TFJobs and PyTorchJobs with a queue-name label,
+// kueueConfig runs Kueue for batch Jobs (PyJob's), TFJobs, PyTorchJobs and MPIJobs (its MPIJob
+// integration speaks mpi-operator's kubeflow.org/v2beta1, served by kiln's conversion) with a queue-name label,
 // its webhooks on a local address with the certificate of kueueCertSecret.
 const kueueConfig = `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -60,11 +62,12 @@ integrations:
   - batch/job
   - kubeflow.org/tfjob
   - kubeflow.org/pytorchjob
+  - kubeflow.org/mpijob
 `
 
 // kueueWebhookPaths picks, of Kueue's webhooks, those for its own kinds and the integrations the
 // suite enables (the others would call Kueue for every Pod and Deployment of the cluster).
-var kueueWebhookPaths = []string{"-kueue-x-k8s-io-", "-batch-v1-job", "-kubeflow-org-v1-tfjob", "-kubeflow-org-v1-pytorchjob"}
+var kueueWebhookPaths = []string{"-kueue-x-k8s-io-", "-batch-v1-job", "-kubeflow-org-v1-tfjob", "-kubeflow-org-v1-pytorchjob", "-kubeflow-org-v2beta1-mpijob"}
 
 // kueueConverted are the CRDs Kueue's own kustomization gives a conversion webhook
 // (config/components/crd/kustomization.yaml).
@@ -368,6 +371,61 @@ func TestKueueQueuesPyTorchJobs(t *testing.T) {
 	queuedKind(t, func(name, ns string) *builder.Job {
 		return builder.PyTorchJob(name, ns).Replicas("Master", 1).Replicas("Worker", 1)
 	})
+}
+
+// Kueue's MPIJob integration, which knows only mpi-operator's v2beta1 API, queues v2beta1 MPIJobs
+// that kiln runs: it reads, suspends and resumes them at v2beta1 through kiln's conversion webhook.
+func TestKueueQueuesV2beta1MPIJobs(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	queueFor(t, ns, 2)
+	var jobs [2]*kubeflowv2beta1.MPIJob
+	for i, name := range []string{"one", "two"} {
+		j := builder.MPIJobV2beta1(name, ns, 1)
+		j.Labels = map[string]string{kueue.QueueLabel: "queue"}
+		for _, spec := range j.Spec.MPIReplicaSpecs {
+			oneCPU(&spec.Template)
+		}
+		j.Spec.MPIReplicaSpecs["Launcher"].Template.Annotations = map[string]string{"kiln.dev/simulate-duration": "5s"}
+		jobs[i] = j
+	}
+	fresh := func(j *kubeflowv2beta1.MPIJob) (*kubeflowv2beta1.MPIJob, error) {
+		f := &kubeflowv2beta1.MPIJob{}
+		return f, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), f)
+	}
+	queued(t, jobs, func(j *kubeflowv2beta1.MPIJob) int {
+		return len(cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: j.Name}))
+	}, func(j *kubeflowv2beta1.MPIJob) (bool, error) {
+		f, err := fresh(j)
+		return err == nil && testenv.StatusCondition(f.Status, kubeflowv1.JobSucceeded).Status == corev1.ConditionTrue, err
+	}, func(j *kubeflowv2beta1.MPIJob) error {
+		f, err := fresh(j)
+		if err != nil {
+			return err
+		}
+		if !ptr.Deref(f.Spec.RunPolicy.Suspend, false) {
+			return fmt.Errorf("%s waits but Kueue has not suspended it", j.Name)
+		}
+		c := testenv.StatusCondition(f.Status, kubeflowv1.JobSuspended)
+		if c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "waiting for Kueue to admit it from LocalQueue queue") {
+			return fmt.Errorf("%s waits; its Suspended condition is %s: %q", j.Name, c.Status, c.Message)
+		}
+		return nil
+	})
+	var workloads unstructured.UnstructuredList
+	workloads.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	workloads.SetKind("WorkloadList")
+	if err := cluster.Client.List(context.Background(), &workloads, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workloads.Items {
+		if o := w.GetOwnerReferences(); len(o) != 1 || o[0].APIVersion != "kubeflow.org/v2beta1" || o[0].Kind != "MPIJob" {
+			t.Errorf("Workload %s is owned by %v: want a kubeflow.org/v2beta1 MPIJob", w.GetName(), o)
+		}
+	}
+	if len(workloads.Items) != 2 {
+		t.Errorf("%d Workloads, want one per MPIJob", len(workloads.Items))
+	}
 }
 
 // A PyJob's queue label reaches its batch Job, which Kueue holds suspended (kiln does not resume
