@@ -72,6 +72,10 @@ type Framework struct {
 	Services func(job Job) bool
 	// IsMasterRole says whether replica (rtype, index) gets the job-role=master label.
 	IsMasterRole func(job Job, rtype kubeflowv1.ReplicaType, index int) bool
+	// WaitsFor says whether the pods of rtype are created only once every pod of another replica
+	// type is Ready, and of which: MPI's launcher under WaitForWorkersReady waits for the workers.
+	// Optional.
+	WaitsFor func(job Job, rtype kubeflowv1.ReplicaType) (kubeflowv1.ReplicaType, bool)
 	// Outcome applies the framework's success and running rules to the replicas seen now.
 	Outcome func(job Job, replicas Replicas) Outcome
 	// IgnoresFailures says whether failed pods of rtype leave the job running (TensorFlow's

@@ -31,7 +31,7 @@ import (
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
 // labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob) and
 // the retry count pods of kinds without services carry (replicajob.AnnotationRestarts); the
-// phase, an unschedulable PodScheduled condition, and each container's name, restart count, how
+// phase, an unschedulable PodScheduled condition, a true Ready one, and each container's name, restart count, how
 // it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
 // read, so nothing else is needed. The pod is the informer's freshly decoded one and is slimmed
 // in place: a new one per event was a noticeable share of the bytes kiln allocated (measured:
@@ -56,13 +56,17 @@ func keepPodStatus(obj any) (any, error) {
 		Labels: keepLabels(pod.Labels), Annotations: annotations, OwnerReferences: pod.OwnerReferences,
 	}
 	pod.Spec = corev1.PodSpec{}
-	var unschedulable []corev1.PodCondition
+	var conditions []corev1.PodCondition
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			unschedulable = append(unschedulable, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		switch {
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
+			// Replicas that wait for others to be ready (Framework.WaitsFor) read it.
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		}
 	}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: unschedulable,
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: conditions,
 		ContainerStatuses:     slimContainers(pod.Status.ContainerStatuses),
 		InitContainerStatuses: slimContainers(pod.Status.InitContainerStatuses)}
 	return pod, nil

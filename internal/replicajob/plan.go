@@ -101,6 +101,8 @@ type planner struct {
 	// says it ran out.
 	budget int
 	capped bool
+	// waiting says which replica types wait for others to be ready (Framework.WaitsFor).
+	waiting []string
 }
 
 // How many replicas one reconcile of a job creates at most (a replica is its pod, and its
@@ -279,6 +281,7 @@ func (p *planner) sayWhyItWaits() {
 		if stuck := p.stuckPod(); stuck != "" {
 			why = append(why, stuck)
 		}
+		why = append(why, p.waiting...)
 	}
 	if len(why) > 0 {
 		msg = strings.TrimSuffix(msg, ".") + "; " + strings.Join(why, "; ") + "."
@@ -379,6 +382,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 	}
 	services := p.fw.HasServices(p.job)
+	waits := p.waitsForReady(rtype)
 	for index := range n {
 		svc := p.kids.services[rtype][index]
 		if svc == nil && services && p.take() {
@@ -401,8 +405,9 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 		if pod == nil {
 			seen.retries += restarts
-			// Held by the gang or by an object in the way of an extra, or left for the next batch.
-			if p.in.HoldPods || p.in.Conflict != "" || !p.take() {
+			// Held by the gang, by an object in the way of an extra or by replicas it waits to be
+			// ready, or left for the next batch.
+			if p.in.HoldPods || p.in.Conflict != "" || waits || !p.take() {
 				continue
 			}
 			desired, err := desiredPod(p.fw, p.plugins, p.job, rtype, index)
@@ -441,6 +446,40 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 	}
 	return count, nil
+}
+
+// isReady says whether the pod's Ready condition is True.
+func isReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitsForReady says whether the pods of rtype wait for every pod of another type to be Ready
+// (Framework.WaitsFor), which they are not yet.
+func (p *planner) waitsForReady(rtype kubeflowv1.ReplicaType) bool {
+	if p.fw.WaitsFor == nil {
+		return false
+	}
+	other, ok := p.fw.WaitsFor(p.job, rtype)
+	if !ok {
+		return false
+	}
+	n := int(framework.NumReplicas(p.job.GetReplicaSpecs()[other]))
+	ready := 0
+	for index := range n {
+		if pod := p.kids.pods[other][index]; pod != nil && pod.DeletionTimestamp == nil && isReady(pod) {
+			ready++
+		}
+	}
+	if ready == n {
+		return false
+	}
+	p.waiting = append(p.waiting, fmt.Sprintf("the %s waits for every %s to be ready (%d of %d are)", strings.ToLower(string(rtype)), strings.ToLower(string(other)), ready, n))
+	return true
 }
 
 func (p *planner) running(rtype kubeflowv1.ReplicaType, index int) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/mpi"
 	"github.com/kiln-ml/kiln/test/builder"
 )
@@ -96,3 +97,29 @@ func TestPlanRetriesWithoutServicesReachTheBackoffLimit(t *testing.T) {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// Under WaitForWorkersReady (mpi-operator's launcherCreationPolicy), the launcher is created
+// once every worker's pod is Ready, not before.
+func TestPlanMPILauncherWaitsForReadyWorkers(t *testing.T) {
+	job := builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 2).Edit(func(j framework.Job) {
+		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: kubeflowv1.LauncherCreationWaitForWorkersReady})
+	})
+	w := newWorld(mpi.New(mpi.Config{}), job)
+	if diff := cmp.Diff([]string{"pi-worker-0", "pi-worker-1"}, names(w.plan(t).CreatePods)); diff != "" {
+		t.Errorf("pods of a new job (-want +got):\n%s", diff)
+	}
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
+	w.pod("Worker", 0, corev1.PodRunning, 0).Status.Conditions = []corev1.PodCondition{ready}
+	w.pod("Worker", 1, corev1.PodRunning, 0)
+	p := w.plan(t)
+	if len(p.CreatePods) != 0 {
+		t.Errorf("one worker ready: creates %v, want nothing", names(p.CreatePods))
+	}
+	if c := getCondition(&p.Status, kubeflowv1.JobCreated); c == nil || !strings.Contains(c.Message, "the launcher waits for every worker to be ready (1 of 2 are)") {
+		t.Errorf("Created condition %+v: want it to say the launcher waits for the workers", c)
+	}
+	w.pod("Worker", 1, corev1.PodRunning, 0).Status.Conditions = []corev1.PodCondition{ready}
+	if diff := cmp.Diff([]string{"pi-launcher"}, names(w.plan(t).CreatePods)); diff != "" {
+		t.Errorf("every worker ready: pods (-want +got):\n%s", diff)
+	}
+}

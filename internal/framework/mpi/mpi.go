@@ -6,6 +6,7 @@ package mpi
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -80,6 +81,11 @@ func New(cfg Config) framework.Framework {
 			return nil
 		},
 		IsMasterRole: func(_ framework.Job, rtype kubeflowv1.ReplicaType, _ int) bool { return rtype == launcher },
+		// WaitForWorkersReady: the launcher is created once every worker is ready.
+		WaitsFor: func(job framework.Job, rtype kubeflowv1.ReplicaType) (kubeflowv1.ReplicaType, bool) {
+			j := mpiJob(job)
+			return worker, rtype == launcher && j.Annotations[kubeflowv1.AnnotationMPILauncherCreationPolicy] == kubeflowv1.LauncherCreationWaitForWorkersReady
+		},
 		Outcome: func(job framework.Job, replicas framework.Replicas) framework.Outcome {
 			l := replicas[launcher]
 			switch {
@@ -133,12 +139,31 @@ func podName(job string, rtype kubeflowv1.ReplicaType, index int) string {
 	return framework.ReplicaName(job, rtype, index)
 }
 
-// remoteStart is the job's remote start: its annotation's, else the operator's default.
+// remoteStart is the job's remote start: its annotation's, else SSH for a job written at
+// v2beta1 (mpi-operator's API knows no other), else the operator's default.
 func remoteStart(cfg Config, job *kubeflowv1.MPIJob) string {
 	if v := job.Annotations[kubeflowv1.AnnotationMPIRemoteStart]; v != "" {
 		return v
 	}
+	if job.Annotations[kubeflowv1.AnnotationAPIVersion] == v2beta1 {
+		return kubeflowv1.MPIRemoteStartSSH
+	}
 	return cfg.RemoteStart
+}
+
+// v2beta1 is the API version of mpi-operator's MPIJob, served beside v1 (api/kubeflow.org/v2beta1).
+const v2beta1 = "kubeflow.org/v2beta1"
+
+// implementation is the job's MPI (kubeflowv1.MPIImplementation*); "" when it names none, which
+// is run as Open MPI with Intel MPI's variables set too (as kiln's v1 MPIJobs always were).
+func implementation(job *kubeflowv1.MPIJob) string {
+	return job.Annotations[kubeflowv1.AnnotationMPIImplementation]
+}
+
+// launcherRunsRanks says whether the hostfile lists the launcher: it asks for a GPU, or the job
+// says so (runLauncherAsWorker).
+func launcherRunsRanks(job *kubeflowv1.MPIJob) bool {
+	return isGPULauncher(job) || job.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] == "true"
 }
 
 // setDefaults copies the deprecated top-level cleanPodPolicy into runPolicy when only it is set
@@ -177,6 +202,16 @@ func validate(cfg Config, job *kubeflowv1.MPIJob, specs *field.Path) (field.Erro
 		}
 	default:
 		errs = append(errs, field.NotSupported(annotation, rs, []string{kubeflowv1.MPIRemoteStartSSH, kubeflowv1.MPIRemoteStartKubectlExec}))
+	}
+	annotations := field.NewPath("metadata", "annotations")
+	for key, allowed := range map[string][]string{
+		kubeflowv1.AnnotationMPIImplementation:         {kubeflowv1.MPIImplementationOpenMPI, kubeflowv1.MPIImplementationIntel, kubeflowv1.MPIImplementationMPICH},
+		kubeflowv1.AnnotationMPIRunLauncherAsWorker:    {"true", "false"},
+		kubeflowv1.AnnotationMPILauncherCreationPolicy: {kubeflowv1.LauncherCreationAtStartup, kubeflowv1.LauncherCreationWaitForWorkersReady},
+	} {
+		if v, ok := job.Annotations[key]; ok && !slices.Contains(allowed, v) {
+			errs = append(errs, field.NotSupported(annotations.Key(key), v, allowed))
+		}
 	}
 	if p := job.Annotations[kubeflowv1.AnnotationMPISSHAuthMountPath]; p != "" && (p[0] != '/' || len(p) < 2) {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(kubeflowv1.AnnotationMPISSHAuthMountPath), p,

@@ -64,6 +64,7 @@ func TestSSHLauncherAndWorker(t *testing.T) {
 	sshArgs := "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 	wantEnv := []corev1.EnvVar{
 		{Name: "I_MPI_HYDRA_BOOTSTRAP", Value: "mine"},
+		{Name: "K_MPI_JOB_ROLE", Value: "launcher"},
 		{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
 		{Name: "I_MPI_HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
 		{Name: "OMPI_MCA_plm_rsh_args", Value: sshArgs},
@@ -85,7 +86,8 @@ func TestSSHLauncherAndWorker(t *testing.T) {
 		}}},
 		{Name: "ssh-auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: "pi-ssh-01234567", DefaultMode: ptr.To[int32](0o600),
-			Items: []corev1.KeyToPath{{Key: "ssh-privatekey", Path: "id_ed25519"}, {Key: "ssh-publickey", Path: "id_ed25519.pub"}, {Key: "ssh-publickey", Path: "authorized_keys"}},
+			Items: []corev1.KeyToPath{{Key: "ssh-privatekey", Path: "id_ed25519"}, {Key: "ssh-publickey", Path: "id_ed25519.pub"},
+				{Key: "ssh-privatekey", Path: "id_rsa"}, {Key: "ssh-publickey", Path: "id_rsa.pub"}, {Key: "ssh-publickey", Path: "authorized_keys"}},
 		}}},
 	}
 	if diff := cmp.Diff(wantVolumes, l.Spec.Volumes); diff != "" {
@@ -99,8 +101,8 @@ func TestSSHLauncherAndWorker(t *testing.T) {
 	if diff := cmp.Diff([]string{"/usr/sbin/sshd", "-De"}, w.Spec.Containers[0].Command); diff != "" {
 		t.Errorf("worker command (-want +got):\n%s", diff)
 	}
-	if len(w.Spec.Containers[0].Env) != 0 {
-		t.Errorf("worker env %v, want none", w.Spec.Containers[0].Env)
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "K_MPI_JOB_ROLE", Value: "worker"}}, w.Spec.Containers[0].Env); diff != "" {
+		t.Errorf("worker env (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(wantMounts[1:], w.Spec.Containers[0].VolumeMounts); diff != "" {
 		t.Errorf("worker mounts (-want +got):\n%s", diff)
@@ -124,6 +126,7 @@ func TestKubectlExecLauncherAndWorker(t *testing.T) {
 	job.Spec.MPIReplicaSpecs["Launcher"].Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	l := pod(t, fw, job, "Launcher")
 	wantEnv := []corev1.EnvVar{
+		{Name: "K_MPI_JOB_ROLE", Value: "launcher"},
 		{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
 		{Name: "I_MPI_HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
 		{Name: "OMPI_MCA_plm_rsh_agent", Value: "/etc/mpi/kubexec.sh"},
@@ -272,6 +275,15 @@ func TestValidate(t *testing.T) {
 		}, errs: []string{"metadata.annotations[kiln.dev/mpi-ssh-auth-mount-path]: Invalid value"}},
 		{name: "unknown main container", edit: func(j *kubeflowv1.MPIJob) { j.Spec.MainContainer = "trainer" },
 			errs: []string{`spec.mainContainer: Invalid value: "trainer": names no container of the Worker template`}},
+		{name: "unknown MPI", edit: func(j *kubeflowv1.MPIJob) {
+			j.Annotations = map[string]string{kubeflowv1.AnnotationMPIImplementation: "MVAPICH"}
+		}, errs: []string{`metadata.annotations[kiln.dev/mpi-implementation]: Unsupported value: "MVAPICH": supported values: "OpenMPI", "Intel", "MPICH"`}},
+		{name: "launcher as worker not a boolean", edit: func(j *kubeflowv1.MPIJob) {
+			j.Annotations = map[string]string{kubeflowv1.AnnotationMPIRunLauncherAsWorker: "yes"}
+		}, errs: []string{`metadata.annotations[kiln.dev/mpi-run-launcher-as-worker]: Unsupported value: "yes"`}},
+		{name: "unknown launcher creation policy", edit: func(j *kubeflowv1.MPIJob) {
+			j.Annotations = map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: "Later"}
+		}, errs: []string{`metadata.annotations[kiln.dev/mpi-launcher-creation-policy]: Unsupported value: "Later"`}},
 		{name: "both clean-pod policies", edit: func(j *kubeflowv1.MPIJob) {
 			j.Spec.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyAll)
 			j.Spec.RunPolicy.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyNone)
@@ -322,5 +334,82 @@ func TestLauncherDecides(t *testing.T) {
 	}
 	if !fw.IgnoresFailures(job, "Worker") || fw.IgnoresFailures(job, "Launcher") {
 		t.Error("want worker failures left to the launcher, and a launcher failure to fail the job")
+	}
+}
+
+// The MPI implementation (v2beta1's mpiImplementation) decides the hostfile's form and the
+// launcher's environment; runLauncherAsWorker lists the launcher first and leaves it the GPUs.
+func TestMPIImplementations(t *testing.T) {
+	sshArgs := "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+	for _, c := range []struct {
+		impl, hostfile string
+		env            []corev1.EnvVar
+	}{
+		{"OpenMPI", "pi-worker-0 slots=2\npi-worker-1 slots=2\n", []corev1.EnvVar{
+			{Name: "K_MPI_JOB_ROLE", Value: "launcher"},
+			{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
+			{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
+			{Name: "OMPI_MCA_orte_set_default_slots", Value: "2"},
+			{Name: "OMPI_MCA_plm_rsh_args", Value: sshArgs},
+			{Name: "NVIDIA_VISIBLE_DEVICES", Value: ""}, {Name: "NVIDIA_DRIVER_CAPABILITIES", Value: ""},
+		}},
+		{"Intel", "pi-worker-0:2\npi-worker-1:2\n", []corev1.EnvVar{
+			{Name: "K_MPI_JOB_ROLE", Value: "launcher"},
+			{Name: "I_MPI_HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
+			{Name: "I_MPI_PERHOST", Value: "2"},
+			{Name: "I_MPI_HYDRA_BOOTSTRAP", Value: "ssh"},
+			{Name: "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", Value: sshArgs},
+			{Name: "NVIDIA_VISIBLE_DEVICES", Value: ""}, {Name: "NVIDIA_DRIVER_CAPABILITIES", Value: ""},
+		}},
+		{"MPICH", "pi-worker-0:2\npi-worker-1:2\n", []corev1.EnvVar{
+			{Name: "K_MPI_JOB_ROLE", Value: "launcher"},
+			{Name: "HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
+			{Name: "HYDRA_LAUNCH_EXTRA_ARGS", Value: sshArgs},
+			{Name: "NVIDIA_VISIBLE_DEVICES", Value: ""}, {Name: "NVIDIA_DRIVER_CAPABILITIES", Value: ""},
+		}},
+	} {
+		job := newJob(2)
+		job.Spec.SlotsPerWorker = ptr.To[int32](2)
+		job.Annotations = map[string]string{kubeflowv1.AnnotationMPIImplementation: c.impl}
+		if got := Hostfile(job); got != c.hostfile {
+			t.Errorf("%s: hostfile %q, want %q", c.impl, got, c.hostfile)
+		}
+		if diff := cmp.Diff(c.env, pod(t, New(Config{}), job, "Launcher").Spec.Containers[0].Env); diff != "" {
+			t.Errorf("%s: launcher env (-want +got):\n%s", c.impl, diff)
+		}
+	}
+	job := newJob(1)
+	job.Annotations = map[string]string{kubeflowv1.AnnotationMPIRunLauncherAsWorker: "true"}
+	if want := "pi-launcher slots=1\npi-worker-0 slots=1\n"; Hostfile(job) != want {
+		t.Errorf("launcher as worker: hostfile %q, want %q", Hostfile(job), want)
+	}
+	for _, e := range pod(t, New(Config{}), job, "Launcher").Spec.Containers[0].Env {
+		if e.Name == "NVIDIA_VISIBLE_DEVICES" {
+			t.Error("a launcher that runs ranks has its GPUs hidden")
+		}
+	}
+}
+
+// A job written at v2beta1 runs as mpi-operator runs it, over SSH, whatever the install's
+// default; its launcher under WaitForWorkersReady waits for the workers.
+func TestWrittenAtV2beta1(t *testing.T) {
+	fw := New(Config{RemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
+	job := newJob(1)
+	job.Annotations = map[string]string{kubeflowv1.AnnotationAPIVersion: "kubeflow.org/v2beta1"}
+	if !fw.HasServices(job) {
+		t.Error("a v2beta1 MPIJob in an install defaulting to kubectl-exec: no services, want SSH")
+	}
+	if secrets, _ := fw.Secrets(job); len(secrets) != 1 {
+		t.Errorf("%d secrets, want the SSH key pair", len(secrets))
+	}
+	if _, waits := fw.WaitsFor(job, "Launcher"); waits {
+		t.Error("the launcher waits for the workers under AtStartup")
+	}
+	job.Annotations[kubeflowv1.AnnotationMPILauncherCreationPolicy] = kubeflowv1.LauncherCreationWaitForWorkersReady
+	if other, waits := fw.WaitsFor(job, "Launcher"); !waits || other != "Worker" {
+		t.Errorf("WaitForWorkersReady: the launcher waits for %q (%v), want Worker", other, waits)
+	}
+	if _, waits := fw.WaitsFor(job, "Worker"); waits {
+		t.Error("the workers wait")
 	}
 }

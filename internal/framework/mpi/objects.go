@@ -104,27 +104,30 @@ func slots(job *kubeflowv1.MPIJob) int {
 	return 1
 }
 
-// Hostfile lists every worker, "<job>-worker-<i> slots=<n>" per line, after the launcher when it
-// has a GPU (it then runs ranks too).
+// Hostfile lists every worker, "<job>-worker-<i> slots=<n>" per line (Intel MPI and MPICH:
+// "<job>-worker-<i>:<n>"), after the launcher when it runs ranks too (launcherRunsRanks).
 func Hostfile(job *kubeflowv1.MPIJob) string {
 	var b strings.Builder
-	n := strconv.Itoa(slots(job))
-	if isGPULauncher(job) {
-		b.WriteString(podName(job.Name, launcher, 0) + " slots=" + n + "\n")
+	slotsOf := " slots=" + strconv.Itoa(slots(job))
+	if impl := implementation(job); impl == kubeflowv1.MPIImplementationIntel || impl == kubeflowv1.MPIImplementationMPICH {
+		slotsOf = ":" + strconv.Itoa(slots(job))
+	}
+	if launcherRunsRanks(job) {
+		b.WriteString(podName(job.Name, launcher, 0) + slotsOf + "\n")
 	}
 	for i := range int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker])) {
-		b.WriteString(podName(job.Name, worker, i) + " slots=" + n + "\n")
+		b.WriteString(podName(job.Name, worker, i) + slotsOf + "\n")
 	}
 	return b.String()
 }
 
 // DiscoverHosts is a script printing the hosts that run now, "<host>:<slots>" per line: the
-// launcher when it has a GPU, and the running workers (indexes ascending).
+// launcher when it runs ranks too, and the running workers (indexes ascending).
 func DiscoverHosts(job *kubeflowv1.MPIJob, running []int) string {
 	var b strings.Builder
 	n := strconv.Itoa(slots(job))
 	b.WriteString("#!/bin/sh\n")
-	if isGPULauncher(job) {
+	if launcherRunsRanks(job) {
 		b.WriteString("echo " + podName(job.Name, launcher, 0) + ":" + n + "\n")
 	}
 	for _, i := range running {

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,9 @@ const (
 	// KubectlMountPath is where kubectl-exec mode's kubectl is delivered.
 	KubectlMountPath = "/opt/kube"
 
+	// roleEnv tells a pod its role, launcher or worker (as mpi-operator does).
+	roleEnv = "K_MPI_JOB_ROLE"
+
 	configVolume  = "mpi-job-config"
 	sshVolume     = "ssh-auth"
 	kubectlVolume = "mpi-job-kubectl"
@@ -44,6 +48,7 @@ func setClusterSpec(cfg Config, job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpe
 	}
 	mode := remoteStart(cfg, job)
 	c := &t.Spec.Containers[0]
+	c.Env = append(c.Env, unlessSet(c.Env, framework.Env(roleEnv, strings.ToLower(string(rtype))))...)
 	if rtype == launcher {
 		setLauncher(cfg, job, t, mode)
 	} else if len(c.Command) == 0 && len(c.Args) == 0 {
@@ -65,19 +70,41 @@ func setClusterSpec(cfg Config, job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpe
 func setLauncher(cfg Config, job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpec, mode string) {
 	c := &t.Spec.Containers[0]
 	hostfile := ConfigMountPath + "/" + HostfileName
-	env := []corev1.EnvVar{
-		framework.Env("OMPI_MCA_orte_default_hostfile", hostfile),
-		framework.Env("I_MPI_HYDRA_HOST_FILE", hostfile),
+	impl := implementation(job)
+	openMPI := impl == "" || impl == kubeflowv1.MPIImplementationOpenMPI
+	intel := impl == "" || impl == kubeflowv1.MPIImplementationIntel
+	var env []corev1.EnvVar
+	if openMPI {
+		env = append(env, framework.Env("OMPI_MCA_orte_default_hostfile", hostfile))
+	}
+	if intel {
+		env = append(env, framework.Env("I_MPI_HYDRA_HOST_FILE", hostfile))
+	}
+	slotCount := strconv.Itoa(slots(job))
+	switch impl {
+	case kubeflowv1.MPIImplementationOpenMPI:
+		env = append(env, unlessSet(c.Env, framework.Env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+			framework.Env("OMPI_MCA_orte_set_default_slots", slotCount))...)
+	case kubeflowv1.MPIImplementationIntel:
+		env = append(env, unlessSet(c.Env, framework.Env("I_MPI_PERHOST", slotCount))...)
+	case kubeflowv1.MPIImplementationMPICH:
+		env = append(env, framework.Env("HYDRA_HOST_FILE", hostfile))
 	}
 	items := []corev1.KeyToPath{
 		{Key: HostfileName, Path: HostfileName, Mode: fileMode(0o444)},
 		{Key: DiscoverHostsName, Path: DiscoverHostsName, Mode: fileMode(0o555)},
 	}
 	if mode == kubeflowv1.MPIRemoteStartSSH {
-		env = append(env, unlessSet(c.Env,
-			framework.Env("OMPI_MCA_plm_rsh_args", sshArgs),
-			framework.Env("I_MPI_HYDRA_BOOTSTRAP", "ssh"),
-			framework.Env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", sshArgs))...)
+		if openMPI {
+			env = append(env, unlessSet(c.Env, framework.Env("OMPI_MCA_plm_rsh_args", sshArgs))...)
+		}
+		if intel {
+			env = append(env, unlessSet(c.Env, framework.Env("I_MPI_HYDRA_BOOTSTRAP", "ssh"),
+				framework.Env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", sshArgs))...)
+		}
+		if impl == kubeflowv1.MPIImplementationMPICH {
+			env = append(env, unlessSet(c.Env, framework.Env("HYDRA_LAUNCH_EXTRA_ARGS", sshArgs))...)
+		}
 	} else {
 		kubexec := ConfigMountPath + "/" + KubexecName
 		env = append(env, framework.Env("OMPI_MCA_plm_rsh_agent", kubexec))
@@ -88,8 +115,8 @@ func setLauncher(cfg Config, job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpec, 
 		t.Spec.ServiceAccountName = launcherAccount(job) // validate refuses another
 		deliverKubectl(cfg, t, c)
 	}
-	if !isGPULauncher(job) {
-		// Keep a launcher that asked for no GPU from seeing the node's (as Kubeflow does).
+	if !launcherRunsRanks(job) {
+		// Keep a launcher that runs no ranks from seeing the node's GPUs (as Kubeflow does).
 		env = append(env, framework.Env("NVIDIA_VISIBLE_DEVICES", ""), framework.Env("NVIDIA_DRIVER_CAPABILITIES", ""))
 	}
 	c.Env = append(c.Env, env...)
@@ -136,6 +163,10 @@ func mountSSHAuth(job *kubeflowv1.MPIJob, t *corev1.PodTemplateSpec) {
 		Secret: &corev1.SecretVolumeSource{SecretName: SSHSecretName(job), DefaultMode: mode, Items: []corev1.KeyToPath{
 			{Key: corev1.SSHAuthPrivateKey, Path: privateKeyFile},
 			{Key: sshPublicKey, Path: privateKeyFile + ".pub"},
+			// The names mpi-operator mounts its key as: its images' sshd_config name
+			// ~/.ssh/id_rsa their host key (OpenSSH reads the key's type from the file).
+			{Key: corev1.SSHAuthPrivateKey, Path: "id_rsa"},
+			{Key: sshPublicKey, Path: "id_rsa.pub"},
 			{Key: sshPublicKey, Path: "authorized_keys"},
 		}},
 	}})
