@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// mpi-operator's own v2beta1 example, unchanged, runs on kiln: launcher and workers over SSH as
+// mpi-operator runs them, Succeeded when mpirun exits 0 (the test plays its exit), and the
+// same job read at v1 is the one written at v2beta1.
+func TestMPIOperatorPiExample(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	objs, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "mpi-operator-pi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := objs[0]
+	manifest.SetNamespace(ns)
+	if err := cluster.Client.Create(ctx, manifest.DeepCopy()); err != nil {
+		t.Fatalf("applying mpi-operator's pi.yaml: %v", err)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: "pi"}
+	var launcher corev1.Pod
+	testenv.EventuallyWithin(t, timeout, func() error {
+		pods := cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi"})
+		running := 0
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+			if p.Name == "pi-launcher" {
+				launcher = p
+			}
+		}
+		return testenv.Count("running pods of pi", running, 3)
+	})
+	var at1 kubeflowv1.MPIJob
+	if err := cluster.Client.Get(ctx, key, &at1); err != nil {
+		t.Fatal(err)
+	}
+	if got := at1.Annotations[kubeflowv1.AnnotationMPISSHAuthMountPath]; got != "/home/mpiuser/.ssh" {
+		t.Errorf("at v1, the SSH mount path annotation is %q, want sshAuthMountPath's /home/mpiuser/.ssh", got)
+	}
+	if n := *at1.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeWorker].Replicas; n != 2 || *at1.Spec.SlotsPerWorker != 1 ||
+		*at1.Spec.RunPolicy.CleanPodPolicy != kubeflowv1.CleanPodPolicyRunning || *at1.Spec.RunPolicy.TTLSecondsAfterFinished != 60 {
+		t.Errorf("at v1: %d workers, %d slots, %+v: want the manifest's", n, *at1.Spec.SlotsPerWorker, at1.Spec.RunPolicy)
+	}
+	var mount string
+	for _, m := range launcher.Spec.Containers[0].VolumeMounts {
+		if m.Name == "ssh-auth" {
+			mount = m.MountPath
+		}
+	}
+	if mount != "/home/mpiuser/.ssh" {
+		t.Errorf("the launcher's key pair is mounted at %q, want /home/mpiuser/.ssh", mount)
+	}
+
+	cluster.Exit(t, &launcher, 0) // mpirun computed pi
+	var done kubeflowv2beta1.MPIJob
+	testenv.EventuallyWithin(t, timeout, func() error {
+		if err := cluster.Client.Get(ctx, key, &done); err != nil {
+			return err
+		}
+		if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("pi at v2beta1 is not Succeeded: %+v", done.Status.Conditions)
+		}
+		return nil
+	})
+	if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Reason != "MPIJobSucceeded" {
+		t.Errorf("Succeeded reason %q, want mpi-operator's MPIJobSucceeded", c.Reason)
+	}
+	// cleanPodPolicy Running: the workers' sshd never exits; they go once the launcher is done.
+	testenv.EventuallyWithin(t, timeout, func() error {
+		return testenv.Count("pods of pi", len(cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi", kubeflowv1.LabelReplicaType: "worker"})), 0)
+	})
+}
