@@ -1,6 +1,7 @@
 // Package conversion serves the conversion webhook of kiln's CRDs that serve more than one
-// version (MPIJob: kubeflow.org/v1, stored, and v2beta1), and points those CRDs at it: the same
-// list feeds the webhook server, the generated CRDs and the local clusters, so they cannot drift.
+// version (MPIJob: kubeflow.org/v1, stored, and v2beta1; docs/decisions.md, 17), and points
+// those CRDs at it: the same list feeds the webhook server, the generated CRDs and the local
+// clusters, so they cannot drift.
 package conversion
 
 import (
@@ -14,6 +15,9 @@ import (
 
 // Path is where the webhook server answers ConversionReviews.
 const Path = "/convert"
+
+// Service is the name of kiln's webhook Service, in kiln's namespace.
+const Service = "kiln-webhook"
 
 // CRDs are the CustomResourceDefinitions converted by kiln's webhook.
 var CRDs = []string{"mpijobs.kubeflow.org"}

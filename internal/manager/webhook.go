@@ -61,8 +61,8 @@ func webhookServer(o WebhookOptions, c client.WithWatch, log logr.Logger, tlsOpt
 		DNSNames: o.DNSNames, IPAddresses: o.IPAddresses,
 		MutatingWebhooks:   []string{admission.MutatingName},
 		ValidatingWebhooks: []string{admission.ValidatingName},
-		ConversionCRDs:     conversion.CRDs,
-		CertValidity:       o.CertValidity, CheckInterval: o.CheckInterval, Watcher: c,
+		ConversionCRDs:     conversion.CRDs, ConversionService: conversion.Service,
+		CertValidity: o.CertValidity, CheckInterval: o.CheckInterval, Watcher: c,
 		Log: log.WithName("servingcert"),
 	})
 	opts.TLSOpts = append(opts.TLSOpts, func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate })

@@ -37,8 +37,11 @@ type Options struct {
 	IPAddresses []net.IP
 	// MutatingWebhooks and ValidatingWebhooks name the configurations whose caBundle is kept.
 	MutatingWebhooks, ValidatingWebhooks []string
-	// ConversionCRDs name the CustomResourceDefinitions whose conversion webhook's caBundle is kept.
-	ConversionCRDs []string
+	// ConversionCRDs name the CustomResourceDefinitions whose conversion webhook's caBundle is
+	// kept. A CRD calling a Service of the name ConversionService is pointed at the one in
+	// Namespace: a CRD ships for kiln's default namespace (a Helm chart cannot template its CRDs).
+	ConversionCRDs    []string
+	ConversionService string
 	// CertValidity is the serving certificate's lifetime (default a year); the CA lives ten times
 	// as long. Either is renewed once less than a third of its lifetime is left.
 	CertValidity time.Duration
@@ -322,13 +325,18 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 	}
 	for _, name := range r.opts.ConversionCRDs {
 		c := &apiextensionsv1.CustomResourceDefinition{}
-		found, err := r.injectInto(ctx, name, c, func() bool {
+		found, err := r.injectInto(ctx, name, c, func() (changed bool) {
 			cc := conversionClient(c)
-			if cc == nil || bytes.Equal(cc.CABundle, bundle) {
+			if cc == nil {
 				return false
 			}
-			cc.CABundle = bundle
-			return true
+			if svc := cc.Service; svc != nil && svc.Name == r.opts.ConversionService && svc.Namespace != r.opts.Namespace {
+				svc.Namespace, changed = r.opts.Namespace, true
+			}
+			if !bytes.Equal(cc.CABundle, bundle) {
+				cc.CABundle, changed = bundle, true
+			}
+			return changed
 		})
 		if err != nil {
 			return false, err

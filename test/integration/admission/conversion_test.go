@@ -7,13 +7,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	"github.com/kiln-ml/kiln/internal/conversion"
+	"github.com/kiln-ml/kiln/internal/servingcert"
 	"github.com/kiln-ml/kiln/test/builder"
 )
 
@@ -108,5 +112,46 @@ func TestV2beta1MPIJobIsValidated(t *testing.T) {
 	err := env.Client.Create(context.Background(), job)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mpiReplicaSpecs[Launcher].replicas") {
 		t.Fatalf("a v2beta1 MPIJob of two launchers: %v, want Invalid naming mpiReplicaSpecs[Launcher].replicas", err)
+	}
+}
+
+// TestConversionIsPointedAtKilnsNamespace: a CRD kiln converts ships calling the webhook Service
+// in kiln-system (a Helm chart cannot template its CRDs); kiln installed in another namespace
+// points it at its own Service there, with its CA.
+func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.conversion.kiln.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "conversion.kiln.dev", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}},
+		},
+	}
+	conversion.Point(crd, apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+		Namespace: "kiln-system", Name: conversion.Service, Path: ptr.To(conversion.Path), Port: ptr.To[int32](443)}})
+	if err := env.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, crd) })
+	rot := servingcert.New(env.Client, env.Client, servingcert.Options{Namespace: ns, SecretName: "kiln-webhook-cert",
+		DNSNames: []string{conversion.Service + "." + ns + ".svc"}, ConversionCRDs: []string{crd.Name}, ConversionService: conversion.Service})
+	if err := rot.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got apiextensionsv1.CustomResourceDefinition
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
+		t.Fatal(err)
+	}
+	cc := got.Spec.Conversion.Webhook.ClientConfig
+	var secret corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kiln-webhook-cert"}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if cc.Service.Namespace != ns || cc.Service.Name != conversion.Service || string(cc.CABundle) != string(secret.Data["ca.crt"]) {
+		t.Errorf("the conversion calls Service %s/%s trusting %d bytes: want %s/%s and the CA of %s", cc.Service.Namespace, cc.Service.Name,
+			len(cc.CABundle), ns, conversion.Service, secret.Name)
 	}
 }
