@@ -33,6 +33,7 @@ import (
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
@@ -140,6 +141,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(kubeflowv2beta1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
+	utilruntime.Must(trainingv1beta1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
 	return s
 }

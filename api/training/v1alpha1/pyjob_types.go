@@ -285,8 +285,10 @@ type PyJobStatus struct {
 }
 
 // PyJob runs a training program: one manifest becomes a batch Job (Indexed, with a headless
-// Service, when distributed) with its storage mounted, and a clear status.
+// Service, when distributed) with its storage mounted, and a clear status. The stored version;
+// v1beta1 is served too, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
@@ -312,3 +314,6 @@ type PyJobList struct {
 }
 
 func init() { SchemeBuilder.Register(&PyJob{}, &PyJobList{}) }
+
+// Hub marks v1alpha1 as the PyJob version every other converts to and from (the stored one).
+func (*PyJob) Hub() {}

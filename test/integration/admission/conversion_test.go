@@ -10,12 +10,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/servingcert"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -153,5 +156,52 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 	if cc.Service.Namespace != ns || cc.Service.Name != conversion.Service || string(cc.CABundle) != string(secret.Data["ca.crt"]) {
 		t.Errorf("the conversion calls Service %s/%s trusting %d bytes: want %s/%s and the CA of %s", cc.Service.Namespace, cc.Service.Name,
 			len(cc.CABundle), ns, conversion.Service, secret.Name)
+	}
+}
+
+// TestPyJobAtBothVersions: a PyJob written at v1beta1 is at v1alpha1 the same run in its flat
+// fields, and reads back at v1beta1 as written (plus the stored version's defaults); kiln's
+// webhooks check it as its v1alpha1 self.
+func TestPyJobAtBothVersions(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	written := &trainingv1beta1.PyJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "resnet", Namespace: ns},
+		Spec: trainingv1beta1.PyJobSpec{
+			Image: "pytorch/pytorch:2.0", Command: []string{"python", "train.py"}, Workers: 2,
+			GPUs:    &trainingv1beta1.GPUs{Count: 2, Resource: "amd.com/gpu"},
+			Dataset: &trainingv1beta1.Dataset{Path: "/mnt/data", ClaimName: "imagenet", SubPath: "train"},
+			Output:  &trainingv1beta1.Output{Path: "/mnt/out", Size: ptr.To(resource.MustParse("10Gi"))},
+			Pod:     &trainingv1beta1.Pod{NodeSelector: map[string]string{"pool": "gpu"}, PriorityClassName: "batch"},
+		},
+	}
+	if err := env.Client.Create(ctx, written.DeepCopy()); err != nil {
+		t.Fatalf("creating a v1beta1 PyJob: %v", err)
+	}
+	var at1 trainingv1alpha1.PyJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at1); err != nil {
+		t.Fatal(err)
+	}
+	s := at1.Spec
+	if s.GPU != 2 || s.GPUResource != "amd.com/gpu" || s.DatasetPath != "/mnt/data" || s.Dataset == nil || s.Dataset.ClaimName != "imagenet" ||
+		s.Dataset.SubPath != "train" || s.OutputPath != "/mnt/out" || s.Output == nil || s.Output.Size.String() != "10Gi" ||
+		s.NodeSelector["pool"] != "gpu" || s.PriorityClassName != "batch" || s.Workers != 2 {
+		t.Errorf("at v1alpha1: %+v", s)
+	}
+	var at2 trainingv1beta1.PyJob
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at2); err != nil {
+		t.Fatal(err)
+	}
+	want := written.Spec.DeepCopy()
+	want.Dataset.ReadOnly, want.Output.ReclaimPolicy = ptr.To(true), trainingv1alpha1.OutputRetain // the defaults
+	if d := cmp.Diff(*want, at2.Spec); d != "" {
+		t.Errorf("read back at v1beta1 (-written +read):\n%s", d)
+	}
+
+	bad := written.DeepCopy()
+	bad.Name, bad.Spec.Dataset.Path = "same", "/mnt/out"
+	if err := env.Client.Create(ctx, bad); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.output.path must differ from spec.dataset.path") {
+		t.Errorf("a v1beta1 PyJob reading and writing one path: %v, want Invalid naming spec.output.path", err)
 	}
 }

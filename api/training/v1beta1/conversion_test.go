@@ -1,0 +1,92 @@
+package v1beta1
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/randfill"
+
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+)
+
+func filler(t *testing.T, seed int64) *randfill.Filler {
+	scheme := runtime.NewScheme()
+	if err := trainingv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d", seed)
+	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(6)
+}
+
+// TestV1beta1RoundTrip: a v1beta1 PyJob the schema accepts, converted to the stored v1alpha1 and
+// back, is the same, for every field. (The schema refuses what has no v1alpha1 form: an empty
+// pod or resources object, a dataset or output without a path.)
+func TestV1beta1RoundTrip(t *testing.T) {
+	f := filler(t, 1)
+	for range 500 {
+		var in PyJob
+		f.Fill(&in)
+		if in.Spec.Dataset != nil && in.Spec.Dataset.Path == "" {
+			in.Spec.Dataset.Path = "/mnt/data"
+		}
+		if in.Spec.Output != nil && in.Spec.Output.Path == "" {
+			in.Spec.Output.Path = "/mnt/out"
+		}
+		if in.Spec.Pod != nil && apiequality.Semantic.DeepEqual(*in.Spec.Pod, Pod{}) {
+			in.Spec.Pod = nil
+		}
+		if r := in.Spec.Resources; r != nil && r.CPU == nil && r.Memory == nil {
+			in.Spec.Resources = nil
+		}
+		if g := in.Spec.GPUs; g != nil && g.Count == 0 && g.Resource == "" {
+			g.Resource = "nvidia.com/gpu" // the schema's default
+		}
+		var hub trainingv1alpha1.PyJob
+		if err := in.ConvertTo(&hub); err != nil {
+			t.Fatal(err)
+		}
+		var out PyJob
+		if err := out.ConvertFrom(&hub); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v1beta1 → v1alpha1 → v1beta1 changed the PyJob (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}
+
+// TestV1alpha1RoundTrip: a stored v1alpha1 PyJob read at v1beta1 and written back is the same.
+// (The schema refuses a dataset or output object with nothing in it.)
+func TestV1alpha1RoundTrip(t *testing.T) {
+	f := filler(t, 2)
+	for range 500 {
+		var in trainingv1alpha1.PyJob
+		f.Fill(&in)
+		if d := in.Spec.Dataset; d != nil && d.ClaimName == "" && d.SubPath == "" && d.ReadOnly == nil {
+			d.ClaimName = "data"
+		}
+		if o := in.Spec.Output; o != nil && apiequality.Semantic.DeepEqual(*o, trainingv1alpha1.OutputStorage{}) {
+			o.ClaimName = "out"
+		}
+		var spoke PyJob
+		if err := spoke.ConvertFrom(&in); err != nil {
+			t.Fatal(err)
+		}
+		var out trainingv1alpha1.PyJob
+		if err := spoke.ConvertTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v1alpha1 → v1beta1 → v1alpha1 changed the PyJob (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}

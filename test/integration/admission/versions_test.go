@@ -1,0 +1,135 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/conversion"
+
+	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// servedVersions are, per kiln kind served at more than one version, a new object of each
+// version besides the stored one (which converts to it).
+type servedVersions struct {
+	samples string
+	others  []func() conversion.Convertible
+}
+
+// TestSamplesReadTheSameAtEveryVersion: each sample manifest of a kind served at several versions
+// applies unchanged and reads back, at the stored version and at every other (converted back in
+// memory), as what was applied (plus the schema's defaults).
+func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
+	ready(t)
+	for _, kind := range versionedKinds {
+		paths, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), kind.samples))
+		if err != nil || len(paths) == 0 {
+			t.Fatalf("no samples %s: %v", kind.samples, err)
+		}
+		for _, path := range paths {
+			t.Run(filepath.Base(path), func(t *testing.T) {
+				ctx := context.Background()
+				ns := env.Namespace(t)
+				objs, err := devcluster.ReadObjects(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				applied := objs[0]
+				applied.SetNamespace(ns)
+				if err := env.Client.Create(ctx, applied.DeepCopy()); err != nil {
+					t.Fatalf("applying %s: %v", path, err)
+				}
+				stored := &unstructured.Unstructured{}
+				stored.SetGroupVersionKind(applied.GroupVersionKind())
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), stored); err != nil {
+					t.Fatal(err)
+				}
+				if err := within(applied.Object["spec"], stored.Object["spec"], "spec"); err != nil {
+					t.Errorf("read at %s: %v", applied.GetAPIVersion(), err)
+				}
+				for _, other := range kind.others {
+					at := other()
+					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), at.(client.Object)); err != nil {
+						t.Fatalf("reading at %T: %v", at, err)
+					}
+					hub, err := env.Client.Scheme().New(applied.GroupVersionKind())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := at.ConvertTo(hub.(conversion.Hub)); err != nil {
+						t.Fatal(err)
+					}
+					back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(hub)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := within(stored.Object["spec"], back["spec"], "spec"); err != nil {
+						t.Errorf("read at %T and converted back: %v", at, err)
+					}
+					if err := within(back["spec"], stored.Object["spec"], "spec"); err != nil {
+						t.Errorf("read at %T and converted back, it has more: %v", at, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// within says whether every field of want is in got with the same value (got may have more:
+// the schema's defaults).
+func within(want, got any, path string) error {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok && len(w) == 0 && got == nil {
+			return nil // an empty object is no field (a Go struct marshals one)
+		}
+		if !ok {
+			return fmt.Errorf("%s: got %v, want an object", path, got)
+		}
+		for k, v := range w {
+			if err := within(v, g[k], path+"."+k); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Errorf("%s: got %v, want %v", path, got, want)
+		}
+		for i := range w {
+			if err := within(w[i], g[i], fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		// Numbers decode as int64 or float64 depending on the reader, and a quantity written
+		// as a number reads back as a string: compare as JSON, a number as its text too.
+		a, _ := json.Marshal(want)
+		b, _ := json.Marshal(got)
+		if s, isString := got.(string); isString && string(a) == s {
+			return nil
+		}
+		if !reflect.DeepEqual(a, b) {
+			return fmt.Errorf("%s: got %s, want %s", path, b, a)
+		}
+		return nil
+	}
+}
+
+var versionedKinds = []servedVersions{
+	{samples: "config/samples/pyjob-*.yaml", others: []func() conversion.Convertible{func() conversion.Convertible { return &trainingv1beta1.PyJob{} }}},
+	{samples: "config/samples/mpijob-*.yaml", others: []func() conversion.Convertible{func() conversion.Convertible { return &kubeflowv2beta1.MPIJob{} }}},
+}
