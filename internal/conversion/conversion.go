@@ -20,7 +20,7 @@ const Path = "/convert"
 const Service = "kiln-webhook"
 
 // CRDs are the CustomResourceDefinitions converted by kiln's webhook.
-var CRDs = []string{"mpijobs.kubeflow.org", "pyjobs.training.kiln.dev"}
+var CRDs = []string{"mpijobs.kubeflow.org", "pyjobs.training.kiln.dev", "inferenceservices.serving.kiln.dev"}
 
 // Register adds the conversion handler to the webhook server: it converts between the versions
 // of every kind of scheme through the kind's hub (its stored version).

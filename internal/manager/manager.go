@@ -32,6 +32,7 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/admission"
@@ -143,6 +144,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(trainingv1alpha1.AddToScheme(s))
 	utilruntime.Must(trainingv1beta1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
+	utilruntime.Must(servingv1beta1.AddToScheme(s))
 	return s
 }
 

@@ -21,7 +21,7 @@ import (
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kiln-validation,verbs=get;list;watch;update
 // And into the conversion webhook of the CRDs kiln converts (conversion.CRDs), by name: kiln may
 // change no other CRD.
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=mpijobs.kubeflow.org;pyjobs.training.kiln.dev,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=mpijobs.kubeflow.org;pyjobs.training.kiln.dev;inferenceservices.serving.kiln.dev,verbs=get;list;watch;update
 
 // WebhookOptions configure the admission webhook server every replica runs.
 type WebhookOptions struct {

@@ -289,8 +289,10 @@ type InferenceServiceStatus struct {
 }
 
 // InferenceService serves a model: a Deployment per version, a stable Service and per-version
-// Services, an autoscaler, a canary split and monitoring where those APIs are installed.
+// Services, an autoscaler, a canary split and monitoring where those APIs are installed. The
+// stored version; v1beta1 is served too, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.minReplicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=isvc
@@ -318,3 +320,7 @@ type InferenceServiceList struct {
 }
 
 func init() { SchemeBuilder.Register(&InferenceService{}, &InferenceServiceList{}) }
+
+// Hub marks v1alpha1 as the InferenceService version every other converts to and from (the
+// stored one).
+func (*InferenceService) Hub() {}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +18,8 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/conversion"
@@ -203,5 +206,49 @@ func TestPyJobAtBothVersions(t *testing.T) {
 	bad.Name, bad.Spec.Dataset.Path = "same", "/mnt/out"
 	if err := env.Client.Create(ctx, bad); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.output.path must differ from spec.dataset.path") {
 		t.Errorf("a v1beta1 PyJob reading and writing one path: %v, want Invalid naming spec.output.path", err)
+	}
+}
+
+// TestInferenceServiceAtBothVersions: an InferenceService written at v1beta1 is at v1alpha1 the
+// same endpoint in its flat fields, reads back at v1beta1 as written, and scales at v1beta1
+// through its scaling.minReplicas.
+func TestInferenceServiceAtBothVersions(t *testing.T) {
+	ready(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	written := &servingv1beta1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns},
+		Spec: servingv1beta1.InferenceServiceSpec{
+			Model:   servingv1beta1.Model{URI: "s3://models/iris", Framework: servingv1alpha1.FrameworkSKLearn, Storage: &servingv1beta1.ModelStorage{SecretName: "s3"}},
+			Server:  &servingv1beta1.Server{Args: []string{"--workers=2"}, Port: 9000},
+			Scaling: &servingv1beta1.Scaling{MinReplicas: ptr.To[int32](2), MaxReplicas: ptr.To[int32](4)},
+			GPUs:    &servingv1beta1.GPUs{Count: 1, Resource: "nvidia.com/gpu"},
+		},
+	}
+	if err := env.Client.Create(ctx, written.DeepCopy()); err != nil {
+		t.Fatalf("creating a v1beta1 InferenceService: %v", err)
+	}
+	var at1 servingv1alpha1.InferenceService
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at1); err != nil {
+		t.Fatal(err)
+	}
+	s := at1.Spec
+	if s.ModelURI != "s3://models/iris" || s.Framework != "sklearn" || s.Storage == nil || s.Storage.SecretName != "s3" || s.Port != 9000 ||
+		len(s.Args) != 1 || *s.MinReplicas != 2 || *s.MaxReplicas != 4 || s.GPUPerReplica != 1 {
+		t.Errorf("at v1alpha1: %+v", s)
+	}
+	var at2 servingv1beta1.InferenceService
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(written), &at2); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(written.Spec, at2.Spec); d != "" {
+		t.Errorf("read back at v1beta1 (-written +read):\n%s", d)
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := env.Client.SubResource("scale").Get(ctx, &at2, scale); err != nil {
+		t.Fatalf("reading the scale of a v1beta1 InferenceService: %v", err)
+	}
+	if scale.Spec.Replicas != 2 {
+		t.Errorf("scale at v1beta1: %d replicas, want scaling.minReplicas 2", scale.Spec.Replicas)
 	}
 }

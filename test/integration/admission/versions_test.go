@@ -14,16 +14,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// servedVersions are, per kiln kind served at more than one version, a new object of each
-// version besides the stored one (which converts to it).
+// servedVersions are, per kiln kind served at more than one version, its samples, its group and
+// a new object of each version besides the stored one (which converts to it).
 type servedVersions struct {
-	samples string
-	others  []func() conversion.Convertible
+	samples, group string
+	others         []func() conversion.Convertible
 }
 
 // TestSamplesReadTheSameAtEveryVersion: each sample manifest of a kind served at several versions
@@ -44,10 +45,18 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				applied := objs[0]
-				applied.SetNamespace(ns)
-				if err := env.Client.Create(ctx, applied.DeepCopy()); err != nil {
-					t.Fatalf("applying %s: %v", path, err)
+				var applied *unstructured.Unstructured
+				for _, o := range objs {
+					o.SetNamespace(ns)
+					if err := env.Client.Create(ctx, o.DeepCopy()); err != nil {
+						t.Fatalf("applying %s %s of %s: %v", o.GetKind(), o.GetName(), path, err)
+					}
+					if o.GroupVersionKind().Group == kind.group {
+						applied = o
+					}
+				}
+				if applied == nil {
+					t.Fatalf("%s holds no object of group %s", path, kind.group)
 				}
 				stored := &unstructured.Unstructured{}
 				stored.SetGroupVersionKind(applied.GroupVersionKind())
@@ -130,6 +139,7 @@ func within(want, got any, path string) error {
 }
 
 var versionedKinds = []servedVersions{
-	{samples: "config/samples/pyjob-*.yaml", others: []func() conversion.Convertible{func() conversion.Convertible { return &trainingv1beta1.PyJob{} }}},
-	{samples: "config/samples/mpijob-*.yaml", others: []func() conversion.Convertible{func() conversion.Convertible { return &kubeflowv2beta1.MPIJob{} }}},
+	{samples: "config/samples/pyjob-*.yaml", group: "training.kiln.dev", others: []func() conversion.Convertible{func() conversion.Convertible { return &trainingv1beta1.PyJob{} }}},
+	{samples: "config/samples/serving/*.yaml", group: "serving.kiln.dev", others: []func() conversion.Convertible{func() conversion.Convertible { return &servingv1beta1.InferenceService{} }}},
+	{samples: "config/samples/mpijob-*.yaml", group: "kubeflow.org", others: []func() conversion.Convertible{func() conversion.Convertible { return &kubeflowv2beta1.MPIJob{} }}},
 }

@@ -1,0 +1,80 @@
+package v1beta1
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/randfill"
+
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+)
+
+func filler(t *testing.T, seed int64) *randfill.Filler {
+	scheme := runtime.NewScheme()
+	if err := servingv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d", seed)
+	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(6)
+}
+
+// TestV1beta1RoundTrip: a v1beta1 InferenceService the schema accepts, converted to the stored
+// v1alpha1 and back, is the same, for every field. (The schema refuses an empty server or
+// scaling object, and defaults an empty gpus object's resource.)
+func TestV1beta1RoundTrip(t *testing.T) {
+	f := filler(t, 1)
+	for range 500 {
+		var in InferenceService
+		f.Fill(&in)
+		if sv := in.Spec.Server; sv != nil && apiequality.Semantic.DeepEqual(*sv, Server{}) {
+			in.Spec.Server = nil
+		}
+		if sc := in.Spec.Scaling; sc != nil && sc.MinReplicas == nil && sc.MaxReplicas == nil {
+			in.Spec.Scaling = nil
+		}
+		if g := in.Spec.GPUs; g != nil && g.Count == 0 && g.Resource == "" {
+			g.Resource = "nvidia.com/gpu"
+		}
+		var hub servingv1alpha1.InferenceService
+		if err := in.ConvertTo(&hub); err != nil {
+			t.Fatal(err)
+		}
+		var out InferenceService
+		if err := out.ConvertFrom(&hub); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v1beta1 → v1alpha1 → v1beta1 changed the InferenceService (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}
+
+// TestV1alpha1RoundTrip: a stored v1alpha1 InferenceService read at v1beta1 and written back is
+// the same.
+func TestV1alpha1RoundTrip(t *testing.T) {
+	f := filler(t, 2)
+	for range 500 {
+		var in servingv1alpha1.InferenceService
+		f.Fill(&in)
+		var spoke InferenceService
+		if err := spoke.ConvertFrom(&in); err != nil {
+			t.Fatal(err)
+		}
+		var out servingv1alpha1.InferenceService
+		if err := spoke.ConvertTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(&in, &out) {
+			t.Fatalf("v1alpha1 → v1beta1 → v1alpha1 changed the InferenceService (-in +out):\n%s", cmp.Diff(&in, &out))
+		}
+	}
+}
