@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,4 +85,20 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	testenv.EventuallyWithin(t, timeout, func() error {
 		return testenv.Count("pods of pi", len(cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi", kubeflowv1.LabelReplicaType: "worker"})), 0)
 	})
+}
+
+// kubectl explain documents every served version of kiln's kinds, the field docs of each.
+func TestExplainDocumentsEveryVersion(t *testing.T) {
+	for _, c := range []struct{ field, version, want string }{
+		{"pyjob.spec.datasetPath", "training.kiln.dev/v1alpha1", "DATASET_PATH"},
+		{"pyjob.spec.dataset.path", "training.kiln.dev/v1beta1", "DATASET_PATH"},
+		{"isvc.spec.modelUri", "serving.kiln.dev/v1alpha1", "pvc://"},
+		{"isvc.spec.model.uri", "serving.kiln.dev/v1beta1", "pvc://"},
+		{"mpijob.spec.mainContainer", "kubeflow.org/v1", "kubectl-exec"},
+		{"mpijob.spec.sshAuthMountPath", "kubeflow.org/v2beta1", "/root/.ssh"},
+	} {
+		if out := kubectl(t, "explain", c.field, "--api-version="+c.version); !strings.Contains(out, c.want) {
+			t.Errorf("kubectl explain %s --api-version=%s does not say %q:\n%s", c.field, c.version, c.want, out)
+		}
+	}
 }
