@@ -18,11 +18,18 @@ func ganged(job framework.Job) bool {
 	return job.GetRunPolicy().SchedulingPolicy != nil || framework.TotalReplicas(job.GetReplicaSpecs()) > 1
 }
 
-// group is the gang group of a defaulted job: its pods in the order the job creates them.
+// group is the gang group of a defaulted job: its pods in the order the job creates them. A
+// replica type created only once others are ready (Framework.WaitsFor: MPI's launcher under
+// WaitForWorkersReady) is not in it: the gang would wait for pods kiln holds back.
 func group(fw framework.Framework, job framework.Job) gang.Group {
 	var pods []gang.Pod
 	specs := job.GetReplicaSpecs()
 	for _, rtype := range fw.ReplicaTypes {
+		if fw.WaitsFor != nil {
+			if _, waits := fw.WaitsFor(job, rtype); waits {
+				continue
+			}
+		}
 		spec := specs[rtype]
 		for range int(framework.NumReplicas(spec)) {
 			p := gang.Pod{Role: strings.ToLower(string(rtype))}

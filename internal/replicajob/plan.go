@@ -382,7 +382,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 	}
 	services := p.fw.HasServices(p.job)
-	waits := p.waitsForReady(rtype)
+	var waits *bool // whether rtype's pods wait for others to be ready; asked once a pod is missing
 	for index := range n {
 		svc := p.kids.services[rtype][index]
 		if svc == nil && services && p.take() {
@@ -405,9 +405,15 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 		if pod == nil {
 			seen.retries += restarts
+			if waits == nil {
+				w, why := p.waitsForReady(rtype)
+				if waits = &w; w {
+					p.waiting = append(p.waiting, why)
+				}
+			}
 			// Held by the gang, by an object in the way of an extra or by replicas it waits to be
 			// ready, or left for the next batch.
-			if p.in.HoldPods || p.in.Conflict != "" || waits || !p.take() {
+			if p.in.HoldPods || p.in.Conflict != "" || *waits || !p.take() {
 				continue
 			}
 			desired, err := desiredPod(p.fw, p.plugins, p.job, rtype, index)
@@ -459,27 +465,33 @@ func isReady(pod *corev1.Pod) bool {
 }
 
 // waitsForReady says whether the pods of rtype wait for every pod of another type to be Ready
-// (Framework.WaitsFor), which they are not yet.
-func (p *planner) waitsForReady(rtype kubeflowv1.ReplicaType) bool {
+// (Framework.WaitsFor), which they are not yet, and how many are. A pod of that type that
+// finished ends the wait: it will not be ready again, and the waiting pods' own outcome then
+// decides (MPI: mpirun fails without that worker).
+func (p *planner) waitsForReady(rtype kubeflowv1.ReplicaType) (bool, string) {
 	if p.fw.WaitsFor == nil {
-		return false
+		return false, ""
 	}
 	other, ok := p.fw.WaitsFor(p.job, rtype)
 	if !ok {
-		return false
+		return false, ""
 	}
 	n := int(framework.NumReplicas(p.job.GetReplicaSpecs()[other]))
+	done := completedOf(p.job.GetJobStatus(), other, n)
 	ready := 0
 	for index := range n {
-		if pod := p.kids.pods[other][index]; pod != nil && pod.DeletionTimestamp == nil && isReady(pod) {
+		pod := p.kids.pods[other][index]
+		switch {
+		case done[index], pod != nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded):
+			return false, ""
+		case pod != nil && pod.DeletionTimestamp == nil && isReady(pod):
 			ready++
 		}
 	}
 	if ready == n {
-		return false
+		return false, ""
 	}
-	p.waiting = append(p.waiting, fmt.Sprintf("the %s waits for every %s to be ready (%d of %d are)", strings.ToLower(string(rtype)), strings.ToLower(string(other)), ready, n))
-	return true
+	return true, fmt.Sprintf("the %s waits for every %s to be ready (%d of %d are)", strings.ToLower(string(rtype)), strings.ToLower(string(other)), ready, n)
 }
 
 func (p *planner) running(rtype kubeflowv1.ReplicaType, index int) {

@@ -123,3 +123,22 @@ func TestPlanMPILauncherWaitsForReadyWorkers(t *testing.T) {
 		t.Errorf("every worker ready: pods (-want +got):\n%s", diff)
 	}
 }
+
+// A worker that failed before the launcher exists is never ready again: the launcher is created
+// (and mpirun decides) rather than waiting forever. A gang holds the workers only: the launcher,
+// created later, would keep it from ever being placed.
+func TestPlanMPILauncherWaitEnds(t *testing.T) {
+	job := builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 2).Edit(func(j framework.Job) {
+		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: kubeflowv1.LauncherCreationWaitForWorkersReady})
+	})
+	fw := mpi.New(mpi.Config{})
+	w := newWorld(fw, job)
+	w.pod("Worker", 0, corev1.PodRunning, 0)
+	w.pod("Worker", 1, corev1.PodFailed, 1)
+	if diff := cmp.Diff([]string{"pi-launcher"}, names(w.plan(t).CreatePods)); diff != "" {
+		t.Errorf("a worker failed before the launcher: pods (-want +got):\n%s", diff)
+	}
+	if g := group(fw, w.job); g.MinMember != 2 {
+		t.Errorf("gang of a launcher that waits: %d members, want the two workers", g.MinMember)
+	}
+}

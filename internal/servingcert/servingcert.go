@@ -339,7 +339,10 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 			return changed
 		})
 		if err != nil {
-			return false, err
+			// Only requests at a version not stored need it: the admission webhooks must not
+			// wait for it (the next check retries).
+			r.opts.Log.Error(err, "Injecting the CA bundle into a CRD's conversion webhook failed; retrying at the next check", "crd", name)
+			continue
 		}
 		installed = installed || found
 	}

@@ -36,6 +36,9 @@ const (
 	// (kubeflow.org/v2beta1 for an MPIJob written by mpi-operator's API): the conversion webhook
 	// sets it, and such an MPIJob runs as mpi-operator runs it (SSH, whatever --mpi-remote-start).
 	AnnotationAPIVersion = "kiln.dev/api-version"
+	// APIVersionV2beta1 is mpi-operator's MPIJob API version, the value of AnnotationAPIVersion
+	// on an MPIJob written at it.
+	APIVersionV2beta1 = "kubeflow.org/v2beta1"
 )
 
 // The MPI implementations of AnnotationMPIImplementation.

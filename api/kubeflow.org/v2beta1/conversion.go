@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
@@ -17,18 +19,24 @@ import (
 //     launcherCreationPolicy) are kiln's MPIJob annotations at v1, which kiln's v1 MPIJobs
 //     honour too. A job written at v2beta1 is marked kiln.dev/api-version at v1.
 //   - v1's fields v2beta1 lacks (the deprecated spec.cleanPodPolicy, spec.mainContainer) travel
-//     in the annotation v1FieldsAnnotation of the v2beta1 object, and its presence says the job
-//     was written at v1: converted back, the v1 object is the one that was stored.
+//     in the annotation v1FieldsAnnotation of the v2beta1 object. Its presence says the job was
+//     written at v1, unless it names the version the job was written at (a job written at
+//     v2beta1 that a v1 client gave v1 fields since): converted back, the v1 object is the one
+//     that was stored.
+//   - An annotation whose value v2beta1's schema would refuse stays an annotation: reading a
+//     stored job never fails.
 //   - runPolicy.managedBy's name for kiln is kubeflow.org/mpi-operator at v2beta1,
 //     kubeflow.org/training-operator at v1.
 
 // v1FieldsAnnotation holds, on a v2beta1 MPIJob written at v1, the v1 fields v2beta1 lacks.
 const v1FieldsAnnotation = "kiln.dev/kubeflow.org-v1-fields"
 
-// v1Fields are the v1 MPIJob fields v2beta1 has no place for.
+// v1Fields are the v1 MPIJob fields v2beta1 has no place for, and the version the job was
+// written at when v1 fields were set on a job written at v2beta1.
 type v1Fields struct {
 	CleanPodPolicy *kubeflowv1.CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
 	MainContainer  string                     `json:"mainContainer,omitempty"`
+	WrittenAt      string                     `json:"writtenAt,omitempty"`
 }
 
 var _ conversion.Convertible = &MPIJob{}
@@ -63,8 +71,11 @@ func (src *MPIJob) ConvertTo(hub conversion.Hub) error {
 		}
 		dst.Spec.CleanPodPolicy, dst.Spec.MainContainer = v1.CleanPodPolicy, v1.MainContainer
 		delete(annotations, v1FieldsAnnotation)
+		if v1.WrittenAt != "" {
+			annotations[kubeflowv1.AnnotationAPIVersion] = v1.WrittenAt
+		}
 	} else {
-		annotations[kubeflowv1.AnnotationAPIVersion] = GroupVersion.String()
+		annotations[kubeflowv1.AnnotationAPIVersion] = kubeflowv1.APIVersionV2beta1
 	}
 	set := func(key, value string) {
 		if value != "" {
@@ -104,36 +115,40 @@ func (dst *MPIJob) ConvertFrom(hub conversion.Hub) error {
 		},
 	}
 	annotations := maps.Clone(src.Annotations)
-	// An annotation with no value sets no field: it stays an annotation.
-	take := func(key string) (string, bool) {
+	// An annotation becomes a field only with a value the field's schema accepts; any other stays
+	// an annotation (the webhook refuses it on a new job; reading never fails on a stored one).
+	take := func(key string, accepted func(string) bool) string {
 		v := annotations[key]
-		if v == "" {
-			return "", false
+		if v == "" || !accepted(v) {
+			return ""
 		}
 		delete(annotations, key)
-		return v, true
+		return v
 	}
-	dst.Spec.SSHAuthMountPath, _ = take(kubeflowv1.AnnotationMPISSHAuthMountPath)
-	impl, _ := take(kubeflowv1.AnnotationMPIImplementation)
-	dst.Spec.MPIImplementation = MPIImplementation(impl)
-	policy, _ := take(kubeflowv1.AnnotationMPILauncherCreationPolicy)
-	dst.Spec.LauncherCreationPolicy = LauncherCreationPolicy(policy)
-	if v, ok := take(kubeflowv1.AnnotationMPIRunLauncherAsWorker); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("annotation %s of MPIJob %s is %q: want true or false", kubeflowv1.AnnotationMPIRunLauncherAsWorker, src.Name, v)
-		}
+	dst.Spec.SSHAuthMountPath = take(kubeflowv1.AnnotationMPISSHAuthMountPath, func(v string) bool { return strings.HasPrefix(v, "/") })
+	dst.Spec.MPIImplementation = MPIImplementation(take(kubeflowv1.AnnotationMPIImplementation, oneOf(
+		kubeflowv1.MPIImplementationOpenMPI, kubeflowv1.MPIImplementationIntel, kubeflowv1.MPIImplementationMPICH)))
+	dst.Spec.LauncherCreationPolicy = LauncherCreationPolicy(take(kubeflowv1.AnnotationMPILauncherCreationPolicy, oneOf(
+		kubeflowv1.LauncherCreationAtStartup, kubeflowv1.LauncherCreationWaitForWorkersReady)))
+	if v := take(kubeflowv1.AnnotationMPIRunLauncherAsWorker, oneOf("true", "false")); v != "" {
+		b := v == "true"
 		dst.Spec.RunLauncherAsWorker = &b
 	}
-	if annotations[kubeflowv1.AnnotationAPIVersion] == GroupVersion.String() {
+	writtenAt := annotations[kubeflowv1.AnnotationAPIVersion]
+	if writtenAt == GroupVersion.String() {
 		delete(annotations, kubeflowv1.AnnotationAPIVersion)
-	} else {
-		if annotations == nil {
-			annotations = map[string]string{}
+	}
+	if writtenAt != GroupVersion.String() || s.CleanPodPolicy != nil || s.MainContainer != "" {
+		v1 := v1Fields{CleanPodPolicy: s.CleanPodPolicy, MainContainer: s.MainContainer}
+		if writtenAt == GroupVersion.String() {
+			v1.WrittenAt = writtenAt
 		}
-		raw, err := json.Marshal(v1Fields{CleanPodPolicy: s.CleanPodPolicy, MainContainer: s.MainContainer})
+		raw, err := json.Marshal(v1)
 		if err != nil {
 			return err
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
 		}
 		annotations[v1FieldsAnnotation] = string(raw)
 	}
@@ -142,6 +157,11 @@ func (dst *MPIJob) ConvertFrom(hub conversion.Hub) error {
 	}
 	dst.Annotations = annotations
 	return nil
+}
+
+// oneOf accepts the values given.
+func oneOf(values ...string) func(string) bool {
+	return func(v string) bool { return slices.Contains(values, v) }
 }
 
 // renamed is v, or to when v is from.

@@ -1,18 +1,15 @@
 package v2beta1
 
 import (
-	"math/rand"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/test/fuzzer"
 )
 
 // kilnAnnotations are the annotations the conversion reads: a fuzzed object holds them only as
@@ -24,15 +21,7 @@ var kilnAnnotations = []string{
 }
 
 func filler(t *testing.T, seed int64) *randfill.Filler {
-	scheme := runtime.NewScheme()
-	if err := kubeflowv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed %d", seed)
-	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(8)
+	return fuzzer.Filler(t, seed, kubeflowv1.AddToScheme, AddToScheme)
 }
 
 // managedBy is a value the version's schema accepts.
@@ -57,6 +46,12 @@ func TestV2beta1RoundTrip(t *testing.T) {
 			delete(in.Annotations, k)
 		}
 		in.Spec.RunPolicy.ManagedBy = managedBy(f, MPIController, kubeflowv1.MultiKueueController)
+		// What the schema accepts: an absolute path, the enums' values.
+		if p := in.Spec.SSHAuthMountPath; p != "" {
+			in.Spec.SSHAuthMountPath = "/" + p
+		}
+		in.Spec.MPIImplementation = []MPIImplementation{"", MPIImplementationOpenMPI, MPIImplementationIntel, MPIImplementationMPICH}[len(in.Spec.MPIImplementation)%4]
+		in.Spec.LauncherCreationPolicy = []LauncherCreationPolicy{"", LauncherCreationPolicyAtStartup, LauncherCreationPolicyWaitForWorkersReady}[len(in.Spec.LauncherCreationPolicy)%3]
 		var hub kubeflowv1.MPIJob
 		if err := in.ConvertTo(&hub); err != nil {
 			t.Fatal(err)
@@ -91,8 +86,14 @@ func TestV1RoundTrip(t *testing.T) {
 			in.Annotations[kubeflowv1.AnnotationMPILauncherCreationPolicy] = kubeflowv1.LauncherCreationWaitForWorkersReady
 		}
 		if i%3 == 0 {
+			// Written at v2beta1; a v1 client may have set v1 fields since.
 			in.Annotations = map[string]string{kubeflowv1.AnnotationAPIVersion: GroupVersion.String()}
-			in.Spec.CleanPodPolicy, in.Spec.MainContainer = nil, "" // a job written at v2beta1 has none
+		}
+		if i%5 == 0 {
+			// Values the v2beta1 fields' schema refuses (stored before kiln checked them).
+			in.Annotations = map[string]string{kubeflowv1.AnnotationMPIRunLauncherAsWorker: "1",
+				kubeflowv1.AnnotationMPIImplementation: "MVAPICH", kubeflowv1.AnnotationMPISSHAuthMountPath: ".ssh",
+				kubeflowv1.AnnotationMPILauncherCreationPolicy: "Later"}
 		}
 		in.Spec.RunPolicy.ManagedBy = managedBy(f, kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController)
 		var spoke MPIJob
@@ -115,7 +116,7 @@ func TestWrittenAtV2beta1(t *testing.T) {
 	yes := true
 	in := MPIJob{Spec: MPIJobSpec{SSHAuthMountPath: "/home/mpiuser/.ssh", MPIImplementation: MPIImplementationMPICH,
 		RunLauncherAsWorker: &yes, LauncherCreationPolicy: LauncherCreationPolicyWaitForWorkersReady,
-		RunPolicy: RunPolicy{ManagedBy: ptr(MPIController)}}}
+		RunPolicy: RunPolicy{ManagedBy: ptr.To(MPIController)}}}
 	in.Name = "pi"
 	var hub kubeflowv1.MPIJob
 	if err := in.ConvertTo(&hub); err != nil {
@@ -143,9 +144,9 @@ func TestWrittenAtV2beta1(t *testing.T) {
 	}
 	bad := hub.DeepCopy()
 	bad.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] = "sometimes"
-	if err := out.ConvertFrom(bad); err == nil {
-		t.Error("an annotation runLauncherAsWorker cannot be read converted without error")
+	if err := out.ConvertFrom(bad); err != nil || out.Spec.RunLauncherAsWorker != nil ||
+		out.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] != "sometimes" {
+		t.Errorf("a runLauncherAsWorker annotation v2beta1 cannot hold: %v, %v, annotations %v; want it kept as an annotation",
+			err, out.Spec.RunLauncherAsWorker, out.Annotations)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

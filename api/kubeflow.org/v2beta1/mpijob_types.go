@@ -13,11 +13,11 @@ type MPIImplementation string
 
 const (
 	// MPIImplementationOpenMPI: hostfile lines `<host> slots=<n>`, OMPI_MCA_* environment.
-	MPIImplementationOpenMPI MPIImplementation = "OpenMPI"
+	MPIImplementationOpenMPI MPIImplementation = kubeflowv1.MPIImplementationOpenMPI
 	// MPIImplementationIntel: hostfile lines `<host>:<n>`, I_MPI_HYDRA_* environment.
-	MPIImplementationIntel MPIImplementation = "Intel"
+	MPIImplementationIntel MPIImplementation = kubeflowv1.MPIImplementationIntel
 	// MPIImplementationMPICH: hostfile lines `<host>:<n>`, HYDRA_* environment.
-	MPIImplementationMPICH MPIImplementation = "MPICH"
+	MPIImplementationMPICH MPIImplementation = kubeflowv1.MPIImplementationMPICH
 )
 
 // LauncherCreationPolicy says when the launcher is created.
@@ -26,9 +26,9 @@ type LauncherCreationPolicy string
 
 const (
 	// LauncherCreationPolicyAtStartup creates the launcher with the workers.
-	LauncherCreationPolicyAtStartup LauncherCreationPolicy = "AtStartup"
+	LauncherCreationPolicyAtStartup LauncherCreationPolicy = kubeflowv1.LauncherCreationAtStartup
 	// LauncherCreationPolicyWaitForWorkersReady creates the launcher once every worker is ready.
-	LauncherCreationPolicyWaitForWorkersReady LauncherCreationPolicy = "WaitForWorkersReady"
+	LauncherCreationPolicyWaitForWorkersReady LauncherCreationPolicy = kubeflowv1.LauncherCreationWaitForWorkersReady
 )
 
 // MPIController is the manager value of runPolicy.managedBy that leaves a v2beta1 MPIJob to

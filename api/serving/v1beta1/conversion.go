@@ -58,7 +58,8 @@ func (dst *InferenceService) ConvertFrom(hub conversion.Hub) error {
 	if st := s.Storage; st != nil {
 		d.Model.Storage = &ModelStorage{SecretName: st.SecretName, SizeLimit: st.SizeLimit, SHA256: st.SHA256}
 	}
-	if s.Image != "" || s.Args != nil || s.Port != 0 || s.StartupTimeoutSeconds != nil || s.TokenAuth != "" {
+	// Empty args are no field (JSON drops them): they alone would make an empty server.
+	if s.Image != "" || len(s.Args) > 0 || s.Port != 0 || s.StartupTimeoutSeconds != nil || s.TokenAuth != "" {
 		d.Server = &Server{Image: s.Image, Args: s.Args, Port: s.Port, StartupTimeoutSeconds: s.StartupTimeoutSeconds, TokenAuth: s.TokenAuth}
 	}
 	if s.MinReplicas != nil || s.MaxReplicas != nil {

@@ -1,35 +1,23 @@
 package v1beta1
 
 import (
-	"math/rand"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/randfill"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/test/fuzzer"
 )
 
 func filler(t *testing.T, seed int64) *randfill.Filler {
-	scheme := runtime.NewScheme()
-	if err := servingv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed %d", seed)
-	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(6)
+	return fuzzer.Filler(t, seed, servingv1alpha1.AddToScheme, AddToScheme)
 }
 
 // TestV1beta1RoundTrip: a v1beta1 InferenceService the schema accepts, converted to the stored
-// v1alpha1 and back, is the same, for every field. (The schema refuses an empty server or
-// scaling object, and defaults an empty gpus object's resource.)
+// v1alpha1 and back, is the same, for every field. (The schema refuses an empty server,
+// scaling or gpus object.)
 func TestV1beta1RoundTrip(t *testing.T) {
 	f := filler(t, 1)
 	for range 500 {
@@ -42,7 +30,7 @@ func TestV1beta1RoundTrip(t *testing.T) {
 			in.Spec.Scaling = nil
 		}
 		if g := in.Spec.GPUs; g != nil && g.Count == 0 && g.Resource == "" {
-			g.Resource = "nvidia.com/gpu"
+			in.Spec.GPUs = nil // the schema refuses an empty gpus object
 		}
 		var hub servingv1alpha1.InferenceService
 		if err := in.ConvertTo(&hub); err != nil {

@@ -136,6 +136,7 @@ type Scaling struct {
 }
 
 // GPUs are a replica's GPUs: how many, of which extended resource.
+// +kubebuilder:validation:MinProperties=1
 type GPUs struct {
 	// Count is the number of GPUs of each replica, at most 128.
 	// +kubebuilder:validation:Minimum=0
@@ -146,7 +147,6 @@ type GPUs struct {
 	// profile such as nvidia.com/mig-3g.20gb. Replicas asking for GPUs tolerate its NoSchedule
 	// taint.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')",message="spec.gpus.resource must be an extended resource name with a domain, e.g. nvidia.com/gpu or amd.com/gpu"
-	// +kubebuilder:default="nvidia.com/gpu"
 	// +optional
 	Resource corev1.ResourceName `json:"resource,omitempty"`
 }

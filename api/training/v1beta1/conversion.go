@@ -94,8 +94,10 @@ func (dst *PyJob) ConvertFrom(hub conversion.Hub) error {
 	p := Pod{NodeSelector: s.NodeSelector, Tolerations: s.Tolerations, Affinity: s.Affinity,
 		PriorityClassName: s.PriorityClassName, ServiceAccountName: s.ServiceAccountName, ImagePullSecrets: s.ImagePullSecrets,
 		SecurityContext: s.SecurityContext, ContainerSecurityContext: s.ContainerSecurityContext}
-	if p.NodeSelector != nil || p.Tolerations != nil || p.Affinity != nil || p.PriorityClassName != "" || p.ServiceAccountName != "" ||
-		p.ImagePullSecrets != nil || p.SecurityContext != nil || p.ContainerSecurityContext != nil {
+	// Empty maps and lists are no fields (JSON drops them): an object of nothing but those would
+	// be an empty pod, which the schema refuses.
+	if len(p.NodeSelector) > 0 || len(p.Tolerations) > 0 || p.Affinity != nil || p.PriorityClassName != "" || p.ServiceAccountName != "" ||
+		len(p.ImagePullSecrets) > 0 || p.SecurityContext != nil || p.ContainerSecurityContext != nil {
 		d.Pod = &p
 	}
 	dst.Spec = d

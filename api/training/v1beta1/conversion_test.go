@@ -1,30 +1,18 @@
 package v1beta1
 
 import (
-	"math/rand"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/randfill"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/test/fuzzer"
 )
 
 func filler(t *testing.T, seed int64) *randfill.Filler {
-	scheme := runtime.NewScheme()
-	if err := trainingv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("seed %d", seed)
-	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(scheme)).NilChance(0.3).MaxDepth(6)
+	return fuzzer.Filler(t, seed, trainingv1alpha1.AddToScheme, AddToScheme)
 }
 
 // TestV1beta1RoundTrip: a v1beta1 PyJob the schema accepts, converted to the stored v1alpha1 and

@@ -18,10 +18,10 @@ import (
 // +kubebuilder:validation:XValidation:rule="(has(self.command) ? self.command : []) == (has(oldSelf.command) ? oldSelf.command : []) && (has(self.args) ? self.args : []) == (has(oldSelf.args) ? oldSelf.args : [])",message="spec.command and spec.args are immutable: create a new PyJob to change them"
 // +kubebuilder:validation:XValidation:rule="has(self.script) == has(oldSelf.script) && (!has(self.script) || self.script == oldSelf.script)",message="spec.script is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="spec.env is immutable: create a new PyJob to change it"
-// +kubebuilder:validation:XValidation:rule="has(self.gpus) == has(oldSelf.gpus) && (!has(self.gpus) || self.gpus == oldSelf.gpus)",message="spec.gpus is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="(has(self.gpus) && has(self.gpus.count) ? self.gpus.count : 0) == (has(oldSelf.gpus) && has(oldSelf.gpus.count) ? oldSelf.gpus.count : 0) && (has(self.gpus) && has(self.gpus.resource) ? self.gpus.resource : 'nvidia.com/gpu') == (has(oldSelf.gpus) && has(oldSelf.gpus.resource) ? oldSelf.gpus.resource : 'nvidia.com/gpu')",message="spec.gpus is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources) && has(self.shmSize) == has(oldSelf.shmSize)",message="spec.resources and spec.shmSize are immutable: create a new PyJob to change them"
-// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || self.dataset == oldSelf.dataset)",message="spec.dataset is immutable: create a new PyJob to change it"
-// +kubebuilder:validation:XValidation:rule="has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)",message="spec.output is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || (self.dataset.path == oldSelf.dataset.path && (has(self.dataset.claimName) ? self.dataset.claimName : ”) == (has(oldSelf.dataset.claimName) ? oldSelf.dataset.claimName : ”) && (has(self.dataset.subPath) ? self.dataset.subPath : ”) == (has(oldSelf.dataset.subPath) ? oldSelf.dataset.subPath : ”) && (has(self.dataset.readOnly) ? self.dataset.readOnly : true) == (has(oldSelf.dataset.readOnly) ? oldSelf.dataset.readOnly : true)))",message="spec.dataset is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.output) == has(oldSelf.output) && (!has(self.output) || (self.output.path == oldSelf.output.path && (has(self.output.claimName) ? self.output.claimName : ”) == (has(oldSelf.output.claimName) ? oldSelf.output.claimName : ”) && has(self.output.size) == has(oldSelf.output.size) && (!has(self.output.size) || quantity(self.output.size).compareTo(quantity(oldSelf.output.size)) == 0) && (has(self.output.storageClassName) ? self.output.storageClassName : ”) == (has(oldSelf.output.storageClassName) ? oldSelf.output.storageClassName : ”) && (has(self.output.accessMode) ? self.output.accessMode : ”) == (has(oldSelf.output.accessMode) ? oldSelf.output.accessMode : ”) && (has(self.output.reclaimPolicy) ? self.output.reclaimPolicy : 'Retain') == (has(oldSelf.output.reclaimPolicy) ? oldSelf.output.reclaimPolicy : 'Retain')))",message="spec.output is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.pod) == has(oldSelf.pod) && (!has(self.pod) || self.pod == oldSelf.pod)",message="spec.pod is immutable: create a new PyJob to change it"
 type PyJobSpec struct {
 	// Image is the container image that runs the training.
@@ -143,7 +143,7 @@ type Resources struct {
 }
 
 // Dataset is where the data is read, and the existing claim holding it.
-// +kubebuilder:validation:XValidation:rule="!has(self.subPath) && !has(self.readOnly) || has(self.claimName)",message="spec.dataset.subPath and readOnly are of the claim: set spec.dataset.claimName"
+// +kubebuilder:validation:XValidation:rule="(!has(self.subPath) && !has(self.readOnly)) || has(self.claimName)",message="spec.dataset.subPath and readOnly are of the claim: set spec.dataset.claimName"
 type Dataset struct {
 	// Path is where the training reads its data (DATASET_PATH): an absolute path.
 	// +kubebuilder:validation:MinLength=1
@@ -170,6 +170,7 @@ type Dataset struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.claimName) && has(self.size))",message="spec.output: set at most one of claimName (an existing claim) or size (kiln creates the claim)"
 // +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(self.size).isGreaterThan(quantity('0'))",message="spec.output.size must be a positive quantity such as 100Gi"
 // +kubebuilder:validation:XValidation:rule="!has(self.accessMode) || has(self.size)",message="spec.output.accessMode is for the claim kiln creates (spec.output.size): an existing claim keeps its own access modes"
+// +kubebuilder:validation:XValidation:rule="has(self.claimName) || has(self.size) || (!has(self.storageClassName) && !has(self.reclaimPolicy))",message="spec.output.storageClassName and reclaimPolicy are for the claim kiln creates: set spec.output.size (or claimName), or remove them for an emptyDir"
 type Output struct {
 	// Path is where the training writes its results (OUTPUT_PATH): an absolute path.
 	// +kubebuilder:validation:MinLength=1

@@ -145,14 +145,11 @@ func remoteStart(cfg Config, job *kubeflowv1.MPIJob) string {
 	if v := job.Annotations[kubeflowv1.AnnotationMPIRemoteStart]; v != "" {
 		return v
 	}
-	if job.Annotations[kubeflowv1.AnnotationAPIVersion] == v2beta1 {
+	if job.Annotations[kubeflowv1.AnnotationAPIVersion] == kubeflowv1.APIVersionV2beta1 {
 		return kubeflowv1.MPIRemoteStartSSH
 	}
 	return cfg.RemoteStart
 }
-
-// v2beta1 is the API version of mpi-operator's MPIJob, served beside v1 (api/kubeflow.org/v2beta1).
-const v2beta1 = "kubeflow.org/v2beta1"
 
 // implementation is the job's MPI (kubeflowv1.MPIImplementation*); "" when it names none, which
 // is run as Open MPI with Intel MPI's variables set too (as kiln's v1 MPIJobs always were).
@@ -160,10 +157,13 @@ func implementation(job *kubeflowv1.MPIJob) string {
 	return job.Annotations[kubeflowv1.AnnotationMPIImplementation]
 }
 
-// launcherRunsRanks says whether the hostfile lists the launcher: it asks for a GPU, or the job
-// says so (runLauncherAsWorker).
+// launcherRunsRanks says whether the hostfile lists the launcher: as the job says
+// (runLauncherAsWorker), else when it asks for a GPU (Kubeflow v1's rule).
 func launcherRunsRanks(job *kubeflowv1.MPIJob) bool {
-	return isGPULauncher(job) || job.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] == "true"
+	if v, ok := job.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker]; ok {
+		return v == "true"
+	}
+	return isGPULauncher(job)
 }
 
 // setDefaults copies the deprecated top-level cleanPodPolicy into runPolicy when only it is set
@@ -204,13 +204,16 @@ func validate(cfg Config, job *kubeflowv1.MPIJob, specs *field.Path) (field.Erro
 		errs = append(errs, field.NotSupported(annotation, rs, []string{kubeflowv1.MPIRemoteStartSSH, kubeflowv1.MPIRemoteStartKubectlExec}))
 	}
 	annotations := field.NewPath("metadata", "annotations")
-	for key, allowed := range map[string][]string{
-		kubeflowv1.AnnotationMPIImplementation:         {kubeflowv1.MPIImplementationOpenMPI, kubeflowv1.MPIImplementationIntel, kubeflowv1.MPIImplementationMPICH},
-		kubeflowv1.AnnotationMPIRunLauncherAsWorker:    {"true", "false"},
-		kubeflowv1.AnnotationMPILauncherCreationPolicy: {kubeflowv1.LauncherCreationAtStartup, kubeflowv1.LauncherCreationWaitForWorkersReady},
+	for _, a := range []struct {
+		key     string
+		allowed []string
+	}{
+		{kubeflowv1.AnnotationMPIImplementation, []string{kubeflowv1.MPIImplementationOpenMPI, kubeflowv1.MPIImplementationIntel, kubeflowv1.MPIImplementationMPICH}},
+		{kubeflowv1.AnnotationMPIRunLauncherAsWorker, []string{"true", "false"}},
+		{kubeflowv1.AnnotationMPILauncherCreationPolicy, []string{kubeflowv1.LauncherCreationAtStartup, kubeflowv1.LauncherCreationWaitForWorkersReady}},
 	} {
-		if v, ok := job.Annotations[key]; ok && !slices.Contains(allowed, v) {
-			errs = append(errs, field.NotSupported(annotations.Key(key), v, allowed))
+		if v, ok := job.Annotations[a.key]; ok && !slices.Contains(a.allowed, v) {
+			errs = append(errs, field.NotSupported(annotations.Key(a.key), v, a.allowed))
 		}
 	}
 	if p := job.Annotations[kubeflowv1.AnnotationMPISSHAuthMountPath]; p != "" && (p[0] != '/' || len(p) < 2) {

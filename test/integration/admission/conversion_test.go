@@ -202,6 +202,14 @@ func TestPyJobAtBothVersions(t *testing.T) {
 		t.Errorf("read back at v1beta1 (-written +read):\n%s", d)
 	}
 
+	// The manifest applied again as it was (kubectl replace), only suspend changed: the stored
+	// version's defaults read back do not count as changing an immutable field.
+	replaced := written.DeepCopy()
+	replaced.ResourceVersion, replaced.Spec.Suspend = at2.ResourceVersion, ptr.To(true)
+	if err := env.Client.Update(ctx, replaced); err != nil {
+		t.Errorf("replacing a v1beta1 PyJob with its own manifest, suspended: %v", err)
+	}
+
 	bad := written.DeepCopy()
 	bad.Name, bad.Spec.Dataset.Path = "same", "/mnt/out"
 	if err := env.Client.Create(ctx, bad); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.output.path must differ from spec.dataset.path") {

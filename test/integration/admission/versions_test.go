@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -87,6 +88,24 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 					}
 					if err := within(back["spec"], stored.Object["spec"], "spec"); err != nil {
 						t.Errorf("read at %T and converted back, it has more: %v", at, err)
+					}
+					// Written back unchanged at that version, it is accepted and stored as it was.
+					if err := env.Client.Update(ctx, at.(client.Object)); err != nil {
+						t.Fatalf("writing back at %T what was read at it: %v", at, err)
+					}
+					again := &unstructured.Unstructured{}
+					again.SetGroupVersionKind(applied.GroupVersionKind())
+					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), again); err != nil {
+						t.Fatal(err)
+					}
+					if err := within(stored.Object["spec"], again.Object["spec"], "spec"); err != nil {
+						t.Errorf("written back at %T: %v", at, err)
+					}
+					if err := within(again.Object["spec"], stored.Object["spec"], "spec"); err != nil {
+						t.Errorf("written back at %T, it has more: %v", at, err)
+					}
+					if !maps.Equal(stored.GetAnnotations(), again.GetAnnotations()) {
+						t.Errorf("written back at %T, annotations %v, were %v", at, again.GetAnnotations(), stored.GetAnnotations())
 					}
 				}
 			})

@@ -63,7 +63,7 @@ func TestMPIJobSSH(t *testing.T) {
 		"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile", "I_MPI_HYDRA_BOOTSTRAP": "ssh",
 		"OMPI_MCA_plm_rsh_args":                 "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
 		"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-		"NVIDIA_VISIBLE_DEVICES":                "", "NVIDIA_DRIVER_CAPABILITIES": "",
+		"NVIDIA_VISIBLE_DEVICES":                "", "NVIDIA_DRIVER_CAPABILITIES": "", "K_MPI_JOB_ROLE": "launcher",
 	}
 	if diff := cmp.Diff(wantEnv, envOf(launcher, "mpi")); diff != "" {
 		t.Errorf("launcher env (-want +got):\n%s", diff)
