@@ -84,16 +84,6 @@ func pointConversion(path string) error {
 		return err
 	}
 	doc["spec"].(map[string]any)["conversion"] = stanza
-	// With cert-manager keeping the certificate (config/certmanager, the chart's certManager),
-	// its CA injector fills the caBundle; without, the annotation names no Certificate and kiln
-	// injects its own CA.
-	meta := doc["metadata"].(map[string]any)
-	annotations, _ := meta["annotations"].(map[string]any)
-	if annotations == nil {
-		annotations = map[string]any{}
-	}
-	annotations["cert-manager.io/inject-ca-from"] = "kiln-system/" + conversion.Service
-	meta["annotations"] = annotations
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return err

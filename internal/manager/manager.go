@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -49,7 +50,6 @@ import (
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
-	"github.com/kiln-ml/kiln/internal/servingcert"
 )
 
 // Options are the manager's settings; cmd/kiln fills them from flags, tests directly.
@@ -197,13 +197,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 		Logger:                        o.Logger,
 	}
-	var rotator *servingcert.Rotator
+	var keeper ctrlmanager.Runnable // what keeps the webhooks' certificate and CA bundles
 	if o.Webhook.Port != 0 {
 		direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		if err != nil {
 			return nil, err
 		}
-		if opts.WebhookServer, rotator, err = webhookServer(o.Webhook, direct, log, tlsOpts(o.EnableHTTP2)...); err != nil {
+		if opts.WebhookServer, keeper, err = webhookServer(o.Webhook, direct, log, tlsOpts(o.EnableHTTP2)...); err != nil {
 			return nil, err
 		}
 	}
@@ -248,8 +248,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 		admission.NewSet(scheme, admissionKinds(o, frameworks, own, rights)).Register(mgr.GetWebhookServer())
 		conversion.Register(mgr.GetWebhookServer(), scheme)
-		if rotator != nil {
-			if err := mgr.Add(rotator); err != nil {
+		if keeper != nil {
+			if err := mgr.Add(keeper); err != nil {
 				return nil, err
 			}
 		}

@@ -4,10 +4,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kiln-ml/kiln/internal/admission"
@@ -46,25 +48,27 @@ type WebhookOptions struct {
 	CertValidity, CheckInterval time.Duration
 }
 
-// webhookServer returns the server and, when kiln manages the certificate, the rotator that
-// feeds it; c reads and writes the Secret and the webhook configurations.
-func webhookServer(o WebhookOptions, c client.WithWatch, log logr.Logger, tlsOpts ...func(*tls.Config)) (webhook.Server, *servingcert.Rotator, error) {
+// webhookServer returns the server and what keeps its CA in the apiserver's hands: the rotator
+// that also feeds it its certificate when kiln manages it, else what injects the CA of the
+// mounted one into the CRDs kiln converts. c reads and writes the Secret, the webhook
+// configurations and the CRDs.
+func webhookServer(o WebhookOptions, c client.WithWatch, log logr.Logger, tlsOpts ...func(*tls.Config)) (webhook.Server, ctrlmanager.Runnable, error) {
 	opts := webhook.Options{Port: o.Port, Host: o.Host, CertDir: o.CertDir, TLSOpts: tlsOpts}
+	conversions := servingcert.Options{Namespace: o.Namespace, ConversionCRDs: conversion.CRDs, ConversionService: conversion.Service,
+		CheckInterval: o.CheckInterval, Watcher: c, Log: log.WithName("servingcert")}
 	if o.CertDir != "" {
-		return webhook.NewServer(opts), nil, nil
+		// Someone else keeps the certificate (cert-manager); its CA, mounted beside it, goes
+		// into the CRDs kiln converts (a Helm chart cannot template CRDs, nor their annotations).
+		return webhook.NewServer(opts), servingcert.NewFileBundle(c, c, filepath.Join(o.CertDir, "ca.crt"), conversions), nil
 	}
 	if o.Namespace == "" || o.SecretName == "" {
 		return nil, nil, fmt.Errorf("the self-managed webhook certificate needs a namespace and a Secret name (--webhook-namespace, --webhook-secret), or use --webhook-cert-dir")
 	}
-	rot := servingcert.New(c, c, servingcert.Options{
-		Namespace: o.Namespace, SecretName: o.SecretName,
-		DNSNames: o.DNSNames, IPAddresses: o.IPAddresses,
-		MutatingWebhooks:   []string{admission.MutatingName},
-		ValidatingWebhooks: []string{admission.ValidatingName},
-		ConversionCRDs:     conversion.CRDs, ConversionService: conversion.Service,
-		CertValidity: o.CertValidity, CheckInterval: o.CheckInterval, Watcher: c,
-		Log: log.WithName("servingcert"),
-	})
+	rotating := conversions
+	rotating.SecretName, rotating.DNSNames, rotating.IPAddresses = o.SecretName, o.DNSNames, o.IPAddresses
+	rotating.MutatingWebhooks, rotating.ValidatingWebhooks = []string{admission.MutatingName}, []string{admission.ValidatingName}
+	rotating.CertValidity = o.CertValidity
+	rot := servingcert.New(c, c, rotating)
 	opts.TLSOpts = append(opts.TLSOpts, func(cfg *tls.Config) { cfg.GetCertificate = rot.GetCertificate })
 	return webhook.NewServer(opts), rot, nil
 }

@@ -5,6 +5,7 @@
 package servingcert
 
 import (
+	"os"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -377,4 +378,52 @@ func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) b
 	}
 	cc.CABundle = bundle
 	return true
+}
+
+// NewFileBundle keeps the CRDs of opts.ConversionCRDs trusting the CA in file (ca.crt of a
+// certificate someone else keeps, such as cert-manager's, mounted with the serving certificate)
+// and calling opts.ConversionService in opts.Namespace, as a Rotator does with its own CA. It
+// checks at once, whenever a CRD changes (opts.Watcher) and every CheckInterval.
+func NewFileBundle(reader client.Reader, writer client.Writer, file string, opts Options) *FileBundle {
+	opts.MutatingWebhooks, opts.ValidatingWebhooks = nil, nil
+	return &FileBundle{r: New(reader, writer, opts), file: file}
+}
+
+// FileBundle injects a CA bundle read from a file into the conversion webhook of CRDs.
+type FileBundle struct {
+	r    *Rotator
+	file string
+}
+
+// NeedLeaderElection is false: every replica serves the webhooks.
+func (f *FileBundle) NeedLeaderElection() bool { return false }
+
+// Start checks until ctx ends; errors are logged and retried.
+func (f *FileBundle) Start(ctx context.Context) error {
+	changed := make(chan struct{}, 1)
+	if f.r.opts.Watcher != nil {
+		for _, name := range f.r.opts.ConversionCRDs {
+			go f.r.watch(ctx, &apiextensionsv1.CustomResourceDefinitionList{}, changed, byName(name))
+		}
+	}
+	for {
+		wait := f.r.opts.CheckInterval
+		bundle, err := os.ReadFile(f.file)
+		if err == nil && len(bundle) == 0 {
+			err = fmt.Errorf("%s is empty", f.file)
+		}
+		if err != nil {
+			f.r.opts.Log.Error(err, "Reading the CA bundle of the conversion webhook failed; retrying")
+			wait = retryInterval
+		} else if _, err := f.r.inject(ctx, bundle); err != nil {
+			f.r.opts.Log.Error(err, "Injecting the CA bundle of the conversion webhook failed; retrying")
+			wait = retryInterval
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(wait):
+		}
+	}
 }

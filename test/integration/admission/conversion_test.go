@@ -2,6 +2,9 @@ package admission
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/servingcert"
 	"github.com/kiln-ml/kiln/test/builder"
+	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 // TestMPIJobAtBothVersions: the apiserver serves the MPIJob CRD at v1 (stored) and v2beta1
@@ -160,6 +164,31 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 		t.Errorf("the conversion calls Service %s/%s trusting %d bytes: want %s/%s and the CA of %s", cc.Service.Namespace, cc.Service.Name,
 			len(cc.CABundle), ns, conversion.Service, secret.Name)
 	}
+
+	// With a certificate someone else keeps (cert-manager's, mounted with its ca.crt), kiln puts
+	// that CA into the CRD, and points it at its namespace the same way.
+	got.Spec.Conversion.Webhook.ClientConfig.Service.Namespace, got.Spec.Conversion.Webhook.ClientConfig.CABundle = "kiln-system", nil
+	if err := env.Client.Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, secret.Data["ca.crt"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keeper := servingcert.NewFileBundle(env.Client, env.Client, caFile, servingcert.Options{Namespace: ns,
+		ConversionCRDs: []string{crd.Name}, ConversionService: conversion.Service})
+	stop, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = keeper.Start(stop) }()
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
+			return err
+		}
+		if cc := got.Spec.Conversion.Webhook.ClientConfig; cc.Service.Namespace != ns || string(cc.CABundle) != string(secret.Data["ca.crt"]) {
+			return fmt.Errorf("the conversion calls Service %s/%s trusting %d bytes", cc.Service.Namespace, cc.Service.Name, len(cc.CABundle))
+		}
+		return nil
+	})
 }
 
 // TestPyJobAtBothVersions: a PyJob written at v1beta1 is at v1alpha1 the same run in its flat

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
@@ -89,8 +90,15 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 					if err := within(back["spec"], stored.Object["spec"], "spec"); err != nil {
 						t.Errorf("read at %T and converted back, it has more: %v", at, err)
 					}
-					// Written back unchanged at that version, it is accepted and stored as it was.
-					if err := env.Client.Update(ctx, at.(client.Object)); err != nil {
+					// Written back unchanged at that version, it is accepted and stored as it was
+					// (read again when kiln wrote its status meanwhile).
+					err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+						if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), at.(client.Object)); err != nil {
+							return err
+						}
+						return env.Client.Update(ctx, at.(client.Object))
+					})
+					if err != nil {
 						t.Fatalf("writing back at %T what was read at it: %v", at, err)
 					}
 					again := &unstructured.Unstructured{}
