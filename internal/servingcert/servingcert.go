@@ -5,13 +5,13 @@
 package servingcert
 
 import (
-	"os"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"reflect"
 	"slices"
 	"sync/atomic"
