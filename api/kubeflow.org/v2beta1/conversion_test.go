@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
@@ -39,9 +38,7 @@ func managedBy(f *randfill.Filler, values ...string) *string {
 // every field (apimachinery's fuzzer fills them all).
 func TestV2beta1RoundTrip(t *testing.T) {
 	f := filler(t, 1)
-	for range 300 {
-		var in MPIJob
-		f.Fill(&in)
+	fuzzer.SpokeRoundTrip[MPIJob, kubeflowv1.MPIJob](t, f, 300, func(in *MPIJob) {
 		for _, k := range kilnAnnotations {
 			delete(in.Annotations, k)
 		}
@@ -52,27 +49,16 @@ func TestV2beta1RoundTrip(t *testing.T) {
 		}
 		in.Spec.MPIImplementation = []MPIImplementation{"", MPIImplementationOpenMPI, MPIImplementationIntel, MPIImplementationMPICH}[len(in.Spec.MPIImplementation)%4]
 		in.Spec.LauncherCreationPolicy = []LauncherCreationPolicy{"", LauncherCreationPolicyAtStartup, LauncherCreationPolicyWaitForWorkersReady}[len(in.Spec.LauncherCreationPolicy)%3]
-		var hub kubeflowv1.MPIJob
-		if err := in.ConvertTo(&hub); err != nil {
-			t.Fatal(err)
-		}
-		var out MPIJob
-		if err := out.ConvertFrom(&hub); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v2beta1 → v1 → v2beta1 changed the MPIJob (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	})
 }
 
 // TestV1RoundTrip: a stored v1 MPIJob read at v2beta1 and written back is the same, kiln's MPI
 // annotations included.
 func TestV1RoundTrip(t *testing.T) {
 	f := filler(t, 2)
-	for i := range 300 {
-		var in kubeflowv1.MPIJob
-		f.Fill(&in)
+	i := 0
+	fuzzer.HubRoundTrip[kubeflowv1.MPIJob, MPIJob](t, f, 300, func(in *kubeflowv1.MPIJob) {
+		i++
 		for _, k := range kilnAnnotations {
 			delete(in.Annotations, k)
 		}
@@ -96,18 +82,7 @@ func TestV1RoundTrip(t *testing.T) {
 				kubeflowv1.AnnotationMPILauncherCreationPolicy: "Later"}
 		}
 		in.Spec.RunPolicy.ManagedBy = managedBy(f, kubeflowv1.KubeflowJobsController, kubeflowv1.MultiKueueController)
-		var spoke MPIJob
-		if err := spoke.ConvertFrom(&in); err != nil {
-			t.Fatal(err)
-		}
-		var out kubeflowv1.MPIJob
-		if err := spoke.ConvertTo(&out); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v1 → v2beta1 → v1 changed the MPIJob (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	})
 }
 
 // TestWrittenAtV2beta1: a v2beta1 MPIJob is stored with its v2beta1 fields as kiln's MPI

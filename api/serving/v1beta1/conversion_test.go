@@ -3,7 +3,6 @@ package v1beta1
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/randfill"
 
@@ -19,10 +18,7 @@ func filler(t *testing.T, seed int64) *randfill.Filler {
 // v1alpha1 and back, is the same, for every field. (The schema refuses an empty server,
 // scaling or gpus object.)
 func TestV1beta1RoundTrip(t *testing.T) {
-	f := filler(t, 1)
-	for range 500 {
-		var in InferenceService
-		f.Fill(&in)
+	fuzzer.SpokeRoundTrip[InferenceService, servingv1alpha1.InferenceService](t, filler(t, 1), 500, func(in *InferenceService) {
 		if sv := in.Spec.Server; sv != nil && apiequality.Semantic.DeepEqual(*sv, Server{}) {
 			in.Spec.Server = nil
 		}
@@ -32,37 +28,11 @@ func TestV1beta1RoundTrip(t *testing.T) {
 		if g := in.Spec.GPUs; g != nil && g.Count == 0 && g.Resource == "" {
 			in.Spec.GPUs = nil // the schema refuses an empty gpus object
 		}
-		var hub servingv1alpha1.InferenceService
-		if err := in.ConvertTo(&hub); err != nil {
-			t.Fatal(err)
-		}
-		var out InferenceService
-		if err := out.ConvertFrom(&hub); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v1beta1 → v1alpha1 → v1beta1 changed the InferenceService (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	})
 }
 
 // TestV1alpha1RoundTrip: a stored v1alpha1 InferenceService read at v1beta1 and written back is
 // the same.
 func TestV1alpha1RoundTrip(t *testing.T) {
-	f := filler(t, 2)
-	for range 500 {
-		var in servingv1alpha1.InferenceService
-		f.Fill(&in)
-		var spoke InferenceService
-		if err := spoke.ConvertFrom(&in); err != nil {
-			t.Fatal(err)
-		}
-		var out servingv1alpha1.InferenceService
-		if err := spoke.ConvertTo(&out); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v1alpha1 → v1beta1 → v1alpha1 changed the InferenceService (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	fuzzer.HubRoundTrip[servingv1alpha1.InferenceService, InferenceService](t, filler(t, 2), 500, nil)
 }

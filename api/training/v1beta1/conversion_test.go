@@ -3,7 +3,6 @@ package v1beta1
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/randfill"
 
@@ -19,10 +18,7 @@ func filler(t *testing.T, seed int64) *randfill.Filler {
 // back, is the same, for every field. (The schema refuses what has no v1alpha1 form: an empty
 // pod or resources object, a dataset or output without a path.)
 func TestV1beta1RoundTrip(t *testing.T) {
-	f := filler(t, 1)
-	for range 500 {
-		var in PyJob
-		f.Fill(&in)
+	fuzzer.SpokeRoundTrip[PyJob, trainingv1alpha1.PyJob](t, filler(t, 1), 500, func(in *PyJob) {
 		if in.Spec.Dataset != nil && in.Spec.Dataset.Path == "" {
 			in.Spec.Dataset.Path = "/mnt/data"
 		}
@@ -38,43 +34,18 @@ func TestV1beta1RoundTrip(t *testing.T) {
 		if g := in.Spec.GPUs; g != nil && g.Count == 0 && g.Resource == "" {
 			g.Resource = "nvidia.com/gpu" // the schema's default
 		}
-		var hub trainingv1alpha1.PyJob
-		if err := in.ConvertTo(&hub); err != nil {
-			t.Fatal(err)
-		}
-		var out PyJob
-		if err := out.ConvertFrom(&hub); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v1beta1 → v1alpha1 → v1beta1 changed the PyJob (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	})
 }
 
 // TestV1alpha1RoundTrip: a stored v1alpha1 PyJob read at v1beta1 and written back is the same.
 // (The schema refuses a dataset or output object with nothing in it.)
 func TestV1alpha1RoundTrip(t *testing.T) {
-	f := filler(t, 2)
-	for range 500 {
-		var in trainingv1alpha1.PyJob
-		f.Fill(&in)
+	fuzzer.HubRoundTrip[trainingv1alpha1.PyJob, PyJob](t, filler(t, 2), 500, func(in *trainingv1alpha1.PyJob) {
 		if d := in.Spec.Dataset; d != nil && d.ClaimName == "" && d.SubPath == "" && d.ReadOnly == nil {
 			d.ClaimName = "data"
 		}
 		if o := in.Spec.Output; o != nil && apiequality.Semantic.DeepEqual(*o, trainingv1alpha1.OutputStorage{}) {
 			o.ClaimName = "out"
 		}
-		var spoke PyJob
-		if err := spoke.ConvertFrom(&in); err != nil {
-			t.Fatal(err)
-		}
-		var out trainingv1alpha1.PyJob
-		if err := spoke.ConvertTo(&out); err != nil {
-			t.Fatal(err)
-		}
-		if !apiequality.Semantic.DeepEqual(&in, &out) {
-			t.Fatalf("v1alpha1 → v1beta1 → v1alpha1 changed the PyJob (-in +out):\n%s", cmp.Diff(&in, &out))
-		}
-	}
+	})
 }
