@@ -31,8 +31,8 @@ import (
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
 // labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob) and
 // the retry count pods of kinds without services carry (replicajob.AnnotationRestarts); the
-// phase, an unschedulable PodScheduled condition, a true Ready one, and each container's name, restart count, how
-// it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
+// phase, an unschedulable PodScheduled condition, a true Ready one, and each container's name,
+// restart count, how it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
 // read, so nothing else is needed. The pod is the informer's freshly decoded one and is slimmed
 // in place: a new one per event was a noticeable share of the bytes kiln allocated (measured:
 // docs/performance.md, Measurements behind the code).

@@ -383,7 +383,9 @@ func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) b
 // NewFileBundle keeps the CRDs of opts.ConversionCRDs trusting the CA in file (ca.crt of a
 // certificate someone else keeps, such as cert-manager's, mounted with the serving certificate)
 // and calling opts.ConversionService in opts.Namespace, as a Rotator does with its own CA. It
-// checks at once, whenever a CRD changes (opts.Watcher) and every CheckInterval.
+// checks at once, whenever a CRD changes (opts.Watcher), within filePoll of the file changing (a
+// renewed self-signed certificate is a new CA, served at once from the same folder) and every
+// CheckInterval.
 func NewFileBundle(reader client.Reader, writer client.Writer, file string, opts Options) *FileBundle {
 	opts.MutatingWebhooks, opts.ValidatingWebhooks = nil, nil
 	return &FileBundle{r: New(reader, writer, opts), file: file}
@@ -394,6 +396,9 @@ type FileBundle struct {
 	r    *Rotator
 	file string
 }
+
+// filePoll is how often FileBundle reads its file for a new CA.
+const filePoll = 2 * time.Second
 
 // NeedLeaderElection is false: every replica serves the webhooks.
 func (f *FileBundle) NeedLeaderElection() bool { return false }
@@ -406,24 +411,30 @@ func (f *FileBundle) Start(ctx context.Context) error {
 			go f.r.watch(ctx, &apiextensionsv1.CustomResourceDefinitionList{}, changed, byName(name))
 		}
 	}
+	var injected []byte
+	var at time.Time
 	for {
-		wait := f.r.opts.CheckInterval
 		bundle, err := os.ReadFile(f.file)
 		if err == nil && len(bundle) == 0 {
 			err = fmt.Errorf("%s is empty", f.file)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			f.r.opts.Log.Error(err, "Reading the CA bundle of the conversion webhook failed; retrying")
-			wait = retryInterval
-		} else if _, err := f.r.inject(ctx, bundle); err != nil {
-			f.r.opts.Log.Error(err, "Injecting the CA bundle of the conversion webhook failed; retrying")
-			wait = retryInterval
+		case !bytes.Equal(bundle, injected) || time.Since(at) >= f.r.opts.CheckInterval:
+			// What fails of a CRD is logged, and retried at the next check.
+			if _, err := f.r.inject(ctx, bundle); err != nil {
+				f.r.opts.Log.Error(err, "Injecting the CA bundle of the conversion webhook failed; retrying")
+			} else {
+				injected, at = bundle, time.Now()
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case <-time.After(wait):
+			injected = nil // look again, whatever the file holds
+		case <-time.After(filePoll):
 		}
 	}
 }

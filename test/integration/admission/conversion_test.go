@@ -180,15 +180,25 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 	stop, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = keeper.Start(stop) }()
-	testenv.Eventually(t, func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
-			return err
-		}
-		if cc := got.Spec.Conversion.Webhook.ClientConfig; cc.Service.Namespace != ns || string(cc.CABundle) != string(secret.Data["ca.crt"]) {
-			return fmt.Errorf("the conversion calls Service %s/%s trusting %d bytes", cc.Service.Namespace, cc.Service.Name, len(cc.CABundle))
-		}
-		return nil
-	})
+	trusts := func(bundle []byte) {
+		t.Helper()
+		testenv.Eventually(t, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
+				return err
+			}
+			if cc := got.Spec.Conversion.Webhook.ClientConfig; cc.Service.Namespace != ns || string(cc.CABundle) != string(bundle) {
+				return fmt.Errorf("the conversion calls Service %s/%s trusting %d bytes", cc.Service.Namespace, cc.Service.Name, len(cc.CABundle))
+			}
+			return nil
+		})
+	}
+	trusts(secret.Data["ca.crt"])
+	// cert-manager renews the certificate (a self-signed one is its own CA): the new CA follows.
+	renewed := append(append([]byte{}, secret.Data["ca.crt"]...), secret.Data["ca.crt"]...)
+	if err := os.WriteFile(caFile, renewed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trusts(renewed)
 }
 
 // TestPyJobAtBothVersions: a PyJob written at v1beta1 is at v1alpha1 the same run in its flat
