@@ -351,16 +351,21 @@ func queuedKind(t *testing.T, job func(name, ns string) *builder.Job) {
 		if err != nil {
 			return err
 		}
-		if !ptr.Deref(fresh.GetRunPolicy().Suspend, false) {
-			return fmt.Errorf("%s waits but Kueue has not suspended it", j.GetName())
-		}
-		c := testenv.Condition(fresh, kubeflowv1.JobSuspended)
-		if c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "waiting for Kueue to admit it from LocalQueue queue") {
-			return fmt.Errorf("%s waits; its Suspended condition is %s: %q", j.GetName(), c.Status, c.Message)
-		}
-		t.Logf("%s: %s", j.GetName(), c.Message)
-		return nil
+		return heldByKueue(t, j.GetName(), fresh.GetRunPolicy().Suspend, *fresh.GetJobStatus())
 	})
+}
+
+// heldByKueue checks that a kubeflow.org job waiting for Kueue is suspended and says so.
+func heldByKueue(t *testing.T, name string, suspend *bool, status kubeflowv1.JobStatus) error {
+	if !ptr.Deref(suspend, false) {
+		return fmt.Errorf("%s waits but Kueue has not suspended it", name)
+	}
+	c := testenv.StatusCondition(status, kubeflowv1.JobSuspended)
+	if c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "waiting for Kueue to admit it from LocalQueue queue") {
+		return fmt.Errorf("%s waits; its Suspended condition is %s: %q", name, c.Status, c.Message)
+	}
+	t.Logf("%s: %s", name, c.Message)
+	return nil
 }
 
 func TestKueueQueuesTFJobs(t *testing.T) {
@@ -403,14 +408,7 @@ func TestKueueQueuesV2beta1MPIJobs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !ptr.Deref(f.Spec.RunPolicy.Suspend, false) {
-			return fmt.Errorf("%s waits but Kueue has not suspended it", j.Name)
-		}
-		c := testenv.StatusCondition(f.Status, kubeflowv1.JobSuspended)
-		if c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "waiting for Kueue to admit it from LocalQueue queue") {
-			return fmt.Errorf("%s waits; its Suspended condition is %s: %q", j.Name, c.Status, c.Message)
-		}
-		return nil
+		return heldByKueue(t, j.Name, f.Spec.RunPolicy.Suspend, f.Status)
 	})
 	var workloads unstructured.UnstructuredList
 	workloads.SetAPIVersion("kueue.x-k8s.io/v1beta2")

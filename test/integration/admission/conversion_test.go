@@ -54,8 +54,14 @@ func TestMPIJobAtBothVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the apiserver and kiln's defaulting add: defaults of the replica specs and pods, and
-	// runPolicy.suspend false.
+	// runPolicy.suspend false. The replica specs keep what was written.
 	got, want := at2.Spec, written.Spec
+	for rtype, w := range want.MPIReplicaSpecs {
+		g := got.MPIReplicaSpecs[rtype]
+		if g == nil || *g.Replicas != *w.Replicas || g.Template.Spec.Containers[0].Image != w.Template.Spec.Containers[0].Image {
+			t.Errorf("read back at v2beta1, %s is %+v, want %d replicas of %s", rtype, g, *w.Replicas, w.Template.Spec.Containers[0].Image)
+		}
+	}
 	want.MPIReplicaSpecs, want.RunPolicy.Suspend = got.MPIReplicaSpecs, ptr.To(false)
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("read back at v2beta1 (-written +read):\n%s", d)
