@@ -29,11 +29,13 @@ import (
 )
 
 // keepPodStatus is what kiln reads of a pod, and all the cache keeps of it: identity, the
-// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob) and
-// the retry count pods of kinds without services carry (replicajob.AnnotationRestarts); the
-// phase, an unschedulable PodScheduled condition, a true Ready one, and each container's name,
-// restart count, how it ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it
-// read, so nothing else is needed. The pod is the informer's freshly decoded one and is slimmed
+// labels kiln reads (keepLabels), owner, deletion; the completion-index annotation (PyJob), the
+// retry count pods of kinds without services carry (replicajob.AnnotationRestarts) and the mark
+// of a pod others wait for; the
+// phase, an unschedulable PodScheduled condition, a true Ready one of a pod others wait for
+// (replicajob.AnnotationReadinessAwaited), and each container's name, restart count, how it
+// ended and a waiting reason that blocks it (stuck.Blocking). kiln never writes a pod it read,
+// so nothing else is needed. The pod is the informer's freshly decoded one and is slimmed
 // in place: a new one per event was a noticeable share of the bytes kiln allocated (measured:
 // docs/performance.md, Measurements behind the code).
 func keepPodStatus(obj any) (any, error) {
@@ -41,8 +43,9 @@ func keepPodStatus(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	awaited := pod.Annotations[replicajob.AnnotationReadinessAwaited] == "true"
 	var annotations map[string]string
-	for _, a := range []string{batchv1.JobCompletionIndexAnnotation, replicajob.AnnotationRestarts} {
+	for _, a := range []string{batchv1.JobCompletionIndexAnnotation, replicajob.AnnotationRestarts, replicajob.AnnotationReadinessAwaited} {
 		if v, ok := pod.Annotations[a]; ok {
 			if annotations == nil {
 				annotations = map[string]string{}
@@ -61,8 +64,8 @@ func keepPodStatus(obj any) (any, error) {
 		switch {
 		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
 			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
-		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
-			// Replicas that wait for others to be ready (Framework.WaitsFor) read it.
+		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && awaited:
+			// Replicas that wait for this one to be ready (Framework.WaitsFor) read it.
 			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		}
 	}

@@ -133,6 +133,28 @@ func TestKeepPodStatusIsIdempotent(t *testing.T) {
 	}
 }
 
+// A pod's Ready condition is kept only when another replica waits for it to be ready: a pod
+// turning ready costs a reconcile only where that is read.
+func TestReadyIsKeptOnlyWhereAwaited(t *testing.T) {
+	pod := func(annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: annotations},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	}
+	for _, c := range []struct {
+		annotations map[string]string
+		want        int
+	}{{nil, 0}, {map[string]string{replicajob.AnnotationReadinessAwaited: "true"}, 1}} {
+		once, err := keepPodStatus(pod(c.annotations))
+		if err != nil {
+			t.Fatal(err)
+		}
+		twice, _ := keepPodStatus(once)
+		if got := len(twice.(*corev1.Pod).Status.Conditions); got != c.want {
+			t.Errorf("annotations %v: %d conditions kept, want %d", c.annotations, got, c.want)
+		}
+	}
+}
+
 // The cache's HTTP client (watchtrim's) goes through the manager's connections: client-go keeps
 // one transport per TLS configuration, whatever wraps it.
 func TestTheCacheSharesTheManagersConnections(t *testing.T) {

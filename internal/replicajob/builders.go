@@ -3,6 +3,7 @@ package replicajob
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -62,6 +63,24 @@ func controllerRef(fw framework.Framework, job framework.Job) metav1.OwnerRefere
 // desiredPod is the pod of replica (rtype, index): the replica template with the job's labels
 // written over the template's, the framework's cluster environment, and the replica's restart
 // policy (ExitCode restarts are kiln's, so the kubelet is told Never).
+// AnnotationReadinessAwaited marks the pods of a replica type that another waits to be ready
+// (Framework.WaitsFor): the engine's cache keeps their Ready condition, and only theirs, so a
+// pod turning ready costs a reconcile only where that is read.
+const AnnotationReadinessAwaited = "kiln.dev/readiness-awaited"
+
+// awaited says whether another replica type of the job waits for rtype's pods to be ready.
+func awaited(fw framework.Framework, job framework.Job, rtype kubeflowv1.ReplicaType) bool {
+	if fw.WaitsFor == nil {
+		return false
+	}
+	for _, other := range fw.ReplicaTypes {
+		if of, waits := fw.WaitsFor(job, other); waits && of == rtype {
+			return true
+		}
+	}
+	return false
+}
+
 func desiredPod(fw framework.Framework, ps plugins, job framework.Job, rtype kubeflowv1.ReplicaType, index int) (*corev1.Pod, error) {
 	spec := job.GetReplicaSpecs()[rtype]
 	t := spec.Template.DeepCopy()
@@ -78,6 +97,13 @@ func desiredPod(fw framework.Framework, ps plugins, job framework.Job, rtype kub
 	}
 	if fw.IsMasterRole(job, rtype, index) {
 		podLabels[kubeflowv1.LabelJobRole] = kubeflowv1.JobRoleMaster
+	}
+	if awaited(fw, job, rtype) {
+		t.Annotations = maps.Clone(t.Annotations)
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		t.Annotations[AnnotationReadinessAwaited] = "true"
 	}
 	t.Spec.RestartPolicy = corev1.RestartPolicy(spec.RestartPolicy)
 	if spec.RestartPolicy == kubeflowv1.RestartPolicyExitCode {

@@ -105,8 +105,14 @@ func TestPlanMPILauncherWaitsForReadyWorkers(t *testing.T) {
 		j.SetAnnotations(map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: kubeflowv1.LauncherCreationWaitForWorkersReady})
 	})
 	w := newWorld(mpi.New(mpi.Config{}), job)
-	if diff := cmp.Diff([]string{"pi-worker-0", "pi-worker-1"}, names(w.plan(t).CreatePods)); diff != "" {
+	first := w.plan(t).CreatePods
+	if diff := cmp.Diff([]string{"pi-worker-0", "pi-worker-1"}, names(first)); diff != "" {
 		t.Errorf("pods of a new job (-want +got):\n%s", diff)
+	}
+	for _, p := range first {
+		if p.Annotations[AnnotationReadinessAwaited] != "true" {
+			t.Errorf("worker %s is not marked awaited: the cache would not keep its Ready condition", p.Name)
+		}
 	}
 	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
 	w.pod("Worker", 0, corev1.PodRunning, 0).Status.Conditions = []corev1.PodCondition{ready}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,19 @@ func TestExplainDocumentsEveryVersion(t *testing.T) {
 	} {
 		if out := kubectl(t, "explain", c.field, "--api-version="+c.version); !strings.Contains(out, c.want) {
 			t.Errorf("kubectl explain %s --api-version=%s does not say %q:\n%s", c.field, c.version, c.want, out)
+		}
+	}
+	// What kubectl reads by default (README, API versions): the newest version of a kind.
+	out := kubectl(t, "api-resources", "--no-headers")
+	for kind, want := range map[string]string{"pyjobs": "training.kiln.dev/v1beta1", "inferenceservices": "serving.kiln.dev/v1beta1", "mpijobs": "kubeflow.org/v1"} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == kind && slices.Contains(f, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("kubectl api-resources does not prefer %s for %s:\n%s", want, kind, out)
 		}
 	}
 }

@@ -23,6 +23,17 @@ func (e *Env) Run(t testing.TB, pod *corev1.Pod) {
 	})
 }
 
+// Ready runs a pod's containers and marks the pod Ready, as the kubelet does once they pass
+// their readiness probes.
+func (e *Env) Ready(t testing.TB, pod *corev1.Pod) {
+	t.Helper()
+	e.Run(t, pod)
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if err := e.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatalf("marking pod %s ready: %v", pod.Name, err)
+	}
+}
+
 // Exit terminates a pod's containers with code: the pod Succeeds on 0, Fails otherwise.
 func (e *Env) Exit(t testing.TB, pod *corev1.Pod, code int32) {
 	t.Helper()

@@ -53,13 +53,9 @@ func (src *MPIJob) ConvertTo(hub conversion.Hub) error {
 	dst.Spec = kubeflowv1.MPIJobSpec{
 		SlotsPerWorker:  s.SlotsPerWorker,
 		MPIReplicaSpecs: s.MPIReplicaSpecs,
-		RunPolicy: kubeflowv1.RunPolicy{
-			CleanPodPolicy: s.RunPolicy.CleanPodPolicy, TTLSecondsAfterFinished: s.RunPolicy.TTLSecondsAfterFinished,
-			ActiveDeadlineSeconds: s.RunPolicy.ActiveDeadlineSeconds, BackoffLimit: s.RunPolicy.BackoffLimit,
-			SchedulingPolicy: s.RunPolicy.SchedulingPolicy, Suspend: s.RunPolicy.Suspend,
-			ManagedBy: renamed(s.RunPolicy.ManagedBy, MPIController, kubeflowv1.KubeflowJobsController),
-		},
+		RunPolicy:       kubeflowv1.RunPolicy(s.RunPolicy), // the same fields
 	}
+	dst.Spec.RunPolicy.ManagedBy = renamed(s.RunPolicy.ManagedBy, MPIController, kubeflowv1.KubeflowJobsController)
 	annotations := maps.Clone(dst.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -107,13 +103,9 @@ func (dst *MPIJob) ConvertFrom(hub conversion.Hub) error {
 	dst.Spec = MPIJobSpec{
 		SlotsPerWorker:  s.SlotsPerWorker,
 		MPIReplicaSpecs: s.MPIReplicaSpecs,
-		RunPolicy: RunPolicy{
-			CleanPodPolicy: s.RunPolicy.CleanPodPolicy, TTLSecondsAfterFinished: s.RunPolicy.TTLSecondsAfterFinished,
-			ActiveDeadlineSeconds: s.RunPolicy.ActiveDeadlineSeconds, BackoffLimit: s.RunPolicy.BackoffLimit,
-			SchedulingPolicy: s.RunPolicy.SchedulingPolicy, Suspend: s.RunPolicy.Suspend,
-			ManagedBy: renamed(s.RunPolicy.ManagedBy, kubeflowv1.KubeflowJobsController, MPIController),
-		},
+		RunPolicy:       RunPolicy(s.RunPolicy), // the same fields
 	}
+	dst.Spec.RunPolicy.ManagedBy = renamed(s.RunPolicy.ManagedBy, kubeflowv1.KubeflowJobsController, MPIController)
 	annotations := maps.Clone(src.Annotations)
 	// An annotation becomes a field only with a value the field's schema accepts; any other stays
 	// an annotation (the webhook refuses it on a new job; reading never fails on a stored one).

@@ -29,7 +29,7 @@ func (src *InferenceService) ConvertTo(hub conversion.Hub) error {
 	d := servingv1alpha1.InferenceServiceSpec{ModelURI: s.Model.URI, Framework: s.Model.Framework,
 		Resources: s.Resources, Traffic: s.Traffic, Pod: s.Pod, NetworkPolicy: s.NetworkPolicy}
 	if st := s.Model.Storage; st != nil {
-		d.Storage = &servingv1alpha1.ModelStorage{SecretName: st.SecretName, SizeLimit: st.SizeLimit, SHA256: st.SHA256}
+		d.Storage = (*servingv1alpha1.ModelStorage)(st) // the same fields
 	}
 	if sv := s.Server; sv != nil {
 		d.Image, d.Args, d.Port, d.StartupTimeoutSeconds, d.TokenAuth = sv.Image, sv.Args, sv.Port, sv.StartupTimeoutSeconds, sv.TokenAuth
@@ -56,7 +56,7 @@ func (dst *InferenceService) ConvertFrom(hub conversion.Hub) error {
 	d := InferenceServiceSpec{Model: Model{URI: s.ModelURI, Framework: s.Framework},
 		Resources: s.Resources, Traffic: s.Traffic, Pod: s.Pod, NetworkPolicy: s.NetworkPolicy}
 	if st := s.Storage; st != nil {
-		d.Model.Storage = &ModelStorage{SecretName: st.SecretName, SizeLimit: st.SizeLimit, SHA256: st.SHA256}
+		d.Model.Storage = (*ModelStorage)(st)
 	}
 	// Empty args are no field (JSON drops them): they alone would make an empty server.
 	if s.Image != "" || len(s.Args) > 0 || s.Port != 0 || s.StartupTimeoutSeconds != nil || s.TokenAuth != "" {

@@ -33,8 +33,8 @@ func (src *PyJob) ConvertTo(hub conversion.Hub) error {
 	if g := s.GPUs; g != nil {
 		d.GPU, d.GPUResource = g.Count, g.Resource
 	}
-	if r := s.Resources; r != nil {
-		d.Resources = trainingv1alpha1.Resources{CPU: r.CPU, Memory: r.Memory}
+	if s.Resources != nil {
+		d.Resources = trainingv1alpha1.Resources(*s.Resources)
 	}
 	if ds := s.Dataset; ds != nil {
 		d.DatasetPath = ds.Path
@@ -75,8 +75,8 @@ func (dst *PyJob) ConvertFrom(hub conversion.Hub) error {
 	if s.GPU != 0 || s.GPUResource != "" {
 		d.GPUs = &GPUs{Count: s.GPU, Resource: s.GPUResource}
 	}
-	if r := s.Resources; r.CPU != nil || r.Memory != nil {
-		d.Resources = &Resources{CPU: r.CPU, Memory: r.Memory}
+	if r := Resources(s.Resources); r != (Resources{}) {
+		d.Resources = &r
 	}
 	if s.DatasetPath != "" || s.Dataset != nil {
 		d.Dataset = &Dataset{Path: s.DatasetPath}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -163,4 +164,35 @@ func volume(p corev1.Pod, name string) *corev1.Volume {
 		}
 	}
 	return nil
+}
+
+// TestMPIJobLauncherWaitsForReadyWorkers: under WaitForWorkersReady the launcher is created once
+// every worker is Ready, seen through kiln's trimmed pod cache, and not before.
+func TestMPIJobLauncherWaitsForReadyWorkers(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	job := builder.MPIJob("wait", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj().(*kubeflowv1.MPIJob)
+	job.Annotations = map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: kubeflowv1.LauncherCreationWaitForWorkersReady}
+	create(t, job)
+	workers := waitPods(t, job, 2)
+	env.Ready(t, &workers[0])
+	env.Run(t, &workers[1]) // running, not ready yet
+	testenv.Eventually(t, func() error {
+		fresh := &kubeflowv1.MPIJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
+			return err
+		}
+		if c := testenv.Condition(fresh, kubeflowv1.JobCreated); !strings.Contains(c.Message, "the launcher waits for every worker to be ready (1 of 2 are)") {
+			return fmt.Errorf("Created says %q, want that the launcher waits for 1 of 2 workers", c.Message)
+		}
+		return nil
+	})
+	if pods := jobPods(t, job); len(pods) != 2 {
+		t.Fatalf("%d pods while a worker is not ready, want the 2 workers only", len(pods))
+	}
+	env.Ready(t, &workers[1])
+	pods := waitPods(t, job, 3)
+	if pods[0].Name != "wait-launcher" {
+		t.Errorf("pods %s, want the launcher among them", pods[0].Name)
+	}
 }
