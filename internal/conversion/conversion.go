@@ -1,14 +1,17 @@
 // Package conversion serves the conversion webhook of kiln's CRDs that serve more than one
-// version (MPIJob: kubeflow.org/v1, stored, and v2beta1; docs/decisions.md, 17), and points
-// those CRDs at it: the same list feeds the webhook server, the generated CRDs and the local
-// clusters, so they cannot drift.
+// version (MPIJob: kubeflow.org/v1, stored, and v2beta1; PyJob and InferenceService: v1alpha1
+// and v1beta1, stored; docs/decisions.md, 17), and points those CRDs at it: the same list feeds
+// the webhook server, the generated CRDs and the local clusters, so they cannot drift.
 package conversion
 
 import (
+	"context"
 	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconversion "sigs.k8s.io/controller-runtime/pkg/conversion"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 )
@@ -23,9 +26,25 @@ const Service = "kiln-webhook"
 var CRDs = []string{"mpijobs.kubeflow.org", "pyjobs.training.kiln.dev", "inferenceservices.serving.kiln.dev"}
 
 // Register adds the conversion handler to the webhook server: it converts between the versions
-// of every kind of scheme through the kind's hub (its stored version).
+// of every kind of scheme through the kind's hub.
 func Register(server webhook.Server, scheme *runtime.Scheme) {
 	server.Register(Path, conversion.NewWebhookHandler(scheme, conversion.NewRegistry()))
+}
+
+// Stored is the object of a kind stored at a version other than its hub's.
+type Stored interface {
+	client.Object
+	ctrlconversion.Convertible
+}
+
+// ReadHub reads the object of key at the version it is stored (into stored) and converts it to
+// hub, the form a controller computes on. The controller's cache holds the stored version, so no
+// read of it waits for the webhook.
+func ReadHub(ctx context.Context, c client.Reader, key client.ObjectKey, stored Stored, hub ctrlconversion.Hub) error {
+	if err := c.Get(ctx, key, stored); err != nil {
+		return err
+	}
+	return stored.ConvertTo(hub)
 }
 
 // Converts says whether kiln's webhook converts the CRD of that name.

@@ -45,10 +45,11 @@ var toolsDir string
 
 // Env is a running control plane.
 type Env struct {
-	env    *envtest.Environment
-	bin    string
-	Config *rest.Config
-	Client client.Client
+	env            *envtest.Environment
+	bin            string
+	stopConversion func()
+	Config         *rest.Config
+	Client         client.Client
 }
 
 // RepoRoot is the folder of kiln's go.mod.
@@ -90,6 +91,7 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     crdPaths,
 		ErrorIfCRDPathMissing: true,
+		Scheme:                manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
 	}
 	for k, v := range apiserverArgs {
 		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
@@ -104,7 +106,12 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{env: e, bin: bin, Config: cfg, Client: c}, nil
+	stopConversion, err := serveConversion(e.WebhookInstallOptions)
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return &Env{env: e, bin: bin, stopConversion: stopConversion, Config: cfg, Client: c}, nil
 }
 
 // tiedToThisProcess makes a folder of wrappers that start each binary with a parent-death signal,
@@ -199,6 +206,7 @@ func toolCRDs(t testing.TB, project string) string {
 // Stop stops the control plane.
 func (e *Env) Stop() error {
 	defer os.RemoveAll(e.bin)
+	e.stopConversion()
 	return e.env.Stop()
 }
 

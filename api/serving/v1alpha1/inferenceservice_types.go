@@ -289,10 +289,9 @@ type InferenceServiceStatus struct {
 }
 
 // InferenceService serves a model: a Deployment per version, a stable Service and per-version
-// Services, an autoscaler, a canary split and monitoring where those APIs are installed. The
-// stored version; v1beta1 is served too, converted by kiln's conversion webhook.
+// Services, an autoscaler, a canary split and monitoring where those APIs are installed. Served
+// as it was; stored as v1beta1, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.minReplicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=isvc
@@ -321,6 +320,7 @@ type InferenceServiceList struct {
 
 func init() { SchemeBuilder.Register(&InferenceService{}, &InferenceServiceList{}) }
 
-// Hub marks v1alpha1 as the InferenceService version every other converts to and from (the
-// stored one).
+// Hub marks v1alpha1 as the InferenceService version every other converts to and from, in kiln's
+// conversion webhook and in its controllers, which read the stored v1beta1 and compute on this
+// form (docs/decisions.md, 17).
 func (*InferenceService) Hub() {}

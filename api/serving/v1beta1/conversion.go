@@ -8,16 +8,16 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 )
 
-// An InferenceService is stored at v1alpha1 (the hub, for now); v1beta1 groups the same fields,
-// so each converts to the other without loss: a field moves, none is dropped or added
-// (docs/decisions.md, 17). v1alpha1's modelUri, framework and storage are v1beta1's model;
+// An InferenceService is stored at v1beta1; v1alpha1 is the hub, the form the controllers
+// compute on. v1beta1 groups the same fields, so each converts to the other without loss: a
+// field moves, none is dropped or added (docs/decisions.md, 17). v1alpha1's modelUri, framework and storage are v1beta1's model;
 // image, args, port, startupTimeoutSeconds and tokenAuth its server; minReplicas and
 // maxReplicas its scaling; gpuPerReplica and gpuResource its gpus. An object is set exactly when
 // one of its fields is.
 
 var _ conversion.Convertible = &InferenceService{}
 
-// ConvertTo converts this v1beta1 InferenceService to the stored v1alpha1 one.
+// ConvertTo converts this v1beta1 InferenceService to the v1alpha1 hub.
 func (src *InferenceService) ConvertTo(hub conversion.Hub) error {
 	dst, ok := hub.(*servingv1alpha1.InferenceService)
 	if !ok {
@@ -44,7 +44,7 @@ func (src *InferenceService) ConvertTo(hub conversion.Hub) error {
 	return nil
 }
 
-// ConvertFrom converts the stored v1alpha1 InferenceService to this v1beta1 one.
+// ConvertFrom converts the v1alpha1 hub InferenceService to this v1beta1 one.
 func (dst *InferenceService) ConvertFrom(hub conversion.Hub) error {
 	src, ok := hub.(*servingv1alpha1.InferenceService)
 	if !ok {

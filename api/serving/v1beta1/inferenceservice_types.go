@@ -152,8 +152,10 @@ type GPUs struct {
 }
 
 // InferenceService serves a model: a Deployment per version, a stable Service and per-version
-// Services, an autoscaler, a canary split and monitoring where those APIs are installed.
+// Services, an autoscaler, a canary split and monitoring where those APIs are installed. The
+// stored version.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.scaling.minReplicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=isvc

@@ -285,10 +285,9 @@ type PyJobStatus struct {
 }
 
 // PyJob runs a training program: one manifest becomes a batch Job (Indexed, with a headless
-// Service, when distributed) with its storage mounted, and a clear status. The stored version;
-// v1beta1 is served too, converted by kiln's conversion webhook.
+// Service, when distributed) with its storage mounted, and a clear status. Served as it was; stored
+// as v1beta1, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
@@ -315,5 +314,7 @@ type PyJobList struct {
 
 func init() { SchemeBuilder.Register(&PyJob{}, &PyJobList{}) }
 
-// Hub marks v1alpha1 as the PyJob version every other converts to and from (the stored one).
+// Hub marks v1alpha1 as the PyJob version every other converts to and from, in kiln's conversion
+// webhook and in its controllers, which read the stored v1beta1 and compute on this form
+// (docs/decisions.md, 17).
 func (*PyJob) Hub() {}

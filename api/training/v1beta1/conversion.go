@@ -8,15 +8,15 @@ import (
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
 
-// A PyJob is stored at v1alpha1 (the hub, for now); v1beta1 groups the same fields, so each
-// converts to the other without loss: a field moves, none is dropped or added
-// (docs/decisions.md, 17). v1alpha1's flat datasetPath/dataset, outputPath/output, gpu/gpuResource
+// A PyJob is stored at v1beta1; v1alpha1 is the hub, the form the controllers compute on.
+// v1beta1 groups the same fields, so each converts to the other without loss: a field moves,
+// none is dropped or added (docs/decisions.md, 17). v1alpha1's flat datasetPath/dataset, outputPath/output, gpu/gpuResource
 // and pod fields are v1beta1's dataset, output, gpus and pod objects; an object is set exactly
 // when one of its fields is.
 
 var _ conversion.Convertible = &PyJob{}
 
-// ConvertTo converts this v1beta1 PyJob to the stored v1alpha1 one.
+// ConvertTo converts this v1beta1 PyJob to the v1alpha1 hub.
 func (src *PyJob) ConvertTo(hub conversion.Hub) error {
 	dst, ok := hub.(*trainingv1alpha1.PyJob)
 	if !ok {
@@ -58,7 +58,7 @@ func (src *PyJob) ConvertTo(hub conversion.Hub) error {
 	return nil
 }
 
-// ConvertFrom converts the stored v1alpha1 PyJob to this v1beta1 one.
+// ConvertFrom converts the v1alpha1 hub PyJob to this v1beta1 one.
 func (dst *PyJob) ConvertFrom(hub conversion.Hub) error {
 	src, ok := hub.(*trainingv1alpha1.PyJob)
 	if !ok {

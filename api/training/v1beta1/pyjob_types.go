@@ -226,8 +226,9 @@ type Pod struct {
 }
 
 // PyJob runs a training program: one manifest becomes a batch Job (Indexed, with a headless
-// Service, when distributed) with its storage mounted, and a clear status.
+// Service, when distributed) with its storage mounted, and a clear status. The stored version.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

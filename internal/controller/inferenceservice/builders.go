@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
 	"github.com/kiln-ml/kiln/internal/modeluri"
@@ -54,7 +55,7 @@ func objectMeta(isvc *servingv1alpha1.InferenceService, name, version string) me
 	yes := true
 	return metav1.ObjectMeta{
 		Name: name, Namespace: isvc.Namespace, Labels: selector(isvc, version),
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1alpha1.GroupVersion.String(), Kind: "InferenceService",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1beta1.GroupVersion.String(), Kind: "InferenceService", // the stored version
 			Name: isvc.Name, UID: isvc.UID, Controller: &yes, BlockOwnerDeletion: &yes}},
 	}
 }

@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
@@ -123,7 +125,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	crd.SetGroupVersionKind(crdKind)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("inferenceservice").
-		For(&servingv1alpha1.InferenceService{}).
+		For(&servingv1beta1.InferenceService{}). // the stored version: no read goes through the conversion webhook
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),
@@ -134,7 +136,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		return err
 	}
 	r.owned = ownedCache
-	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), servingv1alpha1.GroupVersion.WithKind("InferenceService")); err != nil {
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), servingv1beta1.GroupVersion.WithKind("InferenceService")); err != nil {
 		return err
 	}
 	r.watches, err = newWatches(mgr, c, ownedCache)
@@ -143,7 +145,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 
 // optionalAPIChanged re-reconciles every service when an optional API comes or goes.
 func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list servingv1alpha1.InferenceServiceList
+	var list servingv1beta1.InferenceServiceList
 	if err := r.client.List(ctx, &list); err != nil {
 		return nil
 	}
@@ -161,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
 	isvc := &servingv1alpha1.InferenceService{}
-	if err := r.client.Get(ctx, req.NamespacedName, isvc); err != nil || isvc.DeletionTimestamp != nil {
+	if err := conversion.ReadHub(ctx, r.client, req.NamespacedName, &servingv1beta1.InferenceService{}, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	have := r.installed(ctx)

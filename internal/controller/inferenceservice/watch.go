@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/owned"
 )
 
@@ -81,7 +81,7 @@ type watches struct {
 
 func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*watches, error) {
 	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
-		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &servingv1alpha1.InferenceService{}, handler.OnlyControllerOwner())}
+		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &servingv1beta1.InferenceService{}, handler.OnlyControllerOwner())}
 	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}} {
 		if err := c.Watch(source.Kind(owned, o, w.owner)); err != nil {
 			return nil, err

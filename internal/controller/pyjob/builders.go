@@ -16,6 +16,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/gpu"
 	"github.com/kiln-ml/kiln/internal/kueue"
 	"github.com/kiln-ml/kiln/internal/netpol"
@@ -56,7 +57,7 @@ func labels(job *trainingv1alpha1.PyJob) map[string]string {
 
 func ownerRef(job *trainingv1alpha1.PyJob) metav1.OwnerReference {
 	yes := true
-	return metav1.OwnerReference{APIVersion: trainingv1alpha1.GroupVersion.String(), Kind: "PyJob",
+	return metav1.OwnerReference{APIVersion: trainingv1beta1.GroupVersion.String(), Kind: "PyJob", // the stored version
 		Name: job.Name, UID: job.UID, Controller: &yes, BlockOwnerDeletion: &yes}
 }
 

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
+	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
@@ -82,7 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pyjob").
-		For(&trainingv1alpha1.PyJob{}).
+		For(&trainingv1beta1.PyJob{}). // the stored version: no read goes through the conversion webhook
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
@@ -94,7 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		b = b.Watches(r.gang.Backend.NewObject(), byLabel)
 	}
 	var err error
-	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainingv1alpha1.GroupVersion.WithKind("PyJob")); err != nil {
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainingv1beta1.GroupVersion.WithKind("PyJob")); err != nil {
 		return err
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).Complete(r)
@@ -106,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	ctx, end := tracing.Start(ctx, "Reconcile PyJob", "PyJob", req.Namespace, req.Name)
 	defer func() { end(err) }()
 	var job trainingv1alpha1.PyJob
-	if err := r.client.Get(ctx, req.NamespacedName, &job); err != nil || job.DeletionTimestamp != nil {
+	if err := conversion.ReadHub(ctx, r.client, req.NamespacedName, &trainingv1beta1.PyJob{}, &job); err != nil || job.DeletionTimestamp != nil {
 		if apierrors.IsNotFound(err) {
 			r.groups.Delete(req.NamespacedName)
 		}
@@ -467,7 +469,7 @@ func (r *Reconciler) expire(ctx context.Context, job *trainingv1alpha1.PyJob) (r
 	case left > 0:
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	deleted, err := r.kit.DeleteParent(ctx, job)
+	deleted, err := r.kit.DeleteParent(ctx, &trainingv1beta1.PyJob{ObjectMeta: job.ObjectMeta})
 	if deleted {
 		r.tell.Tell(job, transition.Told{Changes: []transition.Change{transition.Deleted}})
 	}
