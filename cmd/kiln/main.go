@@ -34,6 +34,9 @@ Usage:
   kiln manager [flags]   run the controller manager (kiln manager -h lists the flags)
   kiln dev [flags]       a local cluster with kiln and the sample jobs (what make run does)
   kiln wait-for HOST...  wait until HOST resolves (PyTorch workers' init container)
+  kiln migrate-storage [CRD...]
+                         rewrite objects stored at an older API version to the storage version
+                         (docs/install.md, Upgrade)
   kiln version           the version, commit, Go and Kubernetes libraries of this build
   kiln install-kubectl DEST
                          copy kiln to DEST, where, named kubectl, it serves kubectl exec
@@ -45,6 +48,7 @@ var commands = map[string]func(args []string) error{
 	"manager":         runManager,
 	"dev":             runDev,
 	"wait-for":        runWaitFor,
+	"migrate-storage": runMigrateStorage,
 	"install-kubectl": runInstallKubectl,
 	"version": func([]string) error {
 		fmt.Print(version.String())

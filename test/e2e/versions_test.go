@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -9,11 +10,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/migration"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -114,5 +120,46 @@ func TestExplainDocumentsEveryVersion(t *testing.T) {
 		if !found {
 			t.Errorf("kubectl api-resources does not prefer %s for %s:\n%s", want, kind, out)
 		}
+	}
+}
+
+// An InferenceService stored at v1alpha1, as before v1beta1 became the storage version, is
+// rewritten by the cluster's own storage version migrator (kube-controller-manager's, for
+// StorageVersionMigrations, served from Kubernetes 1.37) when kiln migrate-storage asks, and
+// v1alpha1 leaves the CRD's storedVersions. Not parallel: it changes the storage version of a
+// CRD every test uses, while no other test runs.
+func TestMigrateStorageWithTheClustersMigrator(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t)
+	const crdName = "inferenceservices.serving.kiln.dev"
+	storeAt := func(version string) { testenv.StoreAt(t, cluster.Client, crdName, version) }
+	storeAt("v1alpha1")
+	t.Cleanup(func() { storeAt("v1beta1") })
+	isvc := &servingv1alpha1.InferenceService{
+		ObjectMeta: metav1.ObjectMeta{Name: "before-upgrade", Namespace: ns},
+		Spec:       servingv1alpha1.InferenceServiceSpec{ModelURI: "pvc://models/iris", Framework: servingv1alpha1.FrameworkSKLearn},
+	}
+	if err := cluster.Client.Create(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	storeAt("v1beta1") // the upgrade
+
+	var out bytes.Buffer
+	if err := migration.Run(ctx, cluster.Client, migration.Options{CRDs: []string{crdName}, Method: migration.Auto, Timeout: timeout, Out: &out}); err != nil {
+		t.Fatalf("kiln migrate-storage: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "-> [v1beta1] (storageversionmigration)") {
+		t.Errorf("kiln migrate-storage did not use the cluster's migrator:\n%s", out.String())
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Status.StoredVersions; !slices.Equal(got, []string{"v1beta1"}) {
+		t.Errorf("stored versions after the migration: %v, want [v1beta1]", got)
+	}
+	var after servingv1beta1.InferenceService
+	if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(isvc), &after); err != nil || after.Spec.Model.URI != "pvc://models/iris" {
+		t.Errorf("the migrated InferenceService at v1beta1: %v %+v", err, after.Spec.Model)
 	}
 }
