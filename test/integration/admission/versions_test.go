@@ -11,27 +11,31 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
 // servedVersions are, per kiln kind served at more than one version, its samples, its group and
-// a new object of each version besides the stored one (which converts to it).
+// a new object of each version (the hub first).
 type servedVersions struct {
 	samples, group string
-	others         []func() conversion.Convertible
+	versions       []func() runtime.Object
 }
 
 // TestSamplesReadTheSameAtEveryVersion: each sample manifest of a kind served at several versions
-// applies unchanged and reads back, at the stored version and at every other (converted back in
-// memory), as what was applied (plus the schema's defaults).
+// applies unchanged and reads back, at the version it is written at and at every other (converted
+// back in memory), as what was applied (plus the schema's defaults).
 func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 	ready(t)
 	for _, kind := range versionedKinds {
@@ -60,34 +64,37 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 				if applied == nil {
 					t.Fatalf("%s holds no object of group %s", path, kind.group)
 				}
-				stored := &unstructured.Unstructured{}
-				stored.SetGroupVersionKind(applied.GroupVersionKind())
-				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), stored); err != nil {
+				readBack := &unstructured.Unstructured{}
+				readBack.SetGroupVersionKind(applied.GroupVersionKind())
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), readBack); err != nil {
 					t.Fatal(err)
 				}
-				if err := within(applied.Object["spec"], stored.Object["spec"], "spec"); err != nil {
+				if err := within(applied.Object["spec"], readBack.Object["spec"], "spec"); err != nil {
 					t.Errorf("read at %s: %v", applied.GetAPIVersion(), err)
 				}
-				for _, other := range kind.others {
-					at := other()
+				for _, version := range kind.versions {
+					at := version()
+					if at.GetObjectKind().GroupVersionKind().Version == applied.GroupVersionKind().Version {
+						continue
+					}
 					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), at.(client.Object)); err != nil {
 						t.Fatalf("reading at %T: %v", at, err)
 					}
-					hub, err := env.Client.Scheme().New(applied.GroupVersionKind())
+					written, err := env.Client.Scheme().New(applied.GroupVersionKind())
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := at.ConvertTo(hub.(conversion.Hub)); err != nil {
+					if err := convert(at, written, kind.versions[0]().(conversion.Hub)); err != nil {
 						t.Fatal(err)
 					}
-					back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(hub)
+					back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(written)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := within(stored.Object["spec"], back["spec"], "spec"); err != nil {
+					if err := within(readBack.Object["spec"], back["spec"], "spec"); err != nil {
 						t.Errorf("read at %T and converted back: %v", at, err)
 					}
-					if err := within(back["spec"], stored.Object["spec"], "spec"); err != nil {
+					if err := within(back["spec"], readBack.Object["spec"], "spec"); err != nil {
 						t.Errorf("read at %T and converted back, it has more: %v", at, err)
 					}
 					// Written back unchanged at that version, it is accepted and stored as it was
@@ -106,14 +113,14 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 					if err := env.Client.Get(ctx, client.ObjectKeyFromObject(applied), again); err != nil {
 						t.Fatal(err)
 					}
-					if err := within(stored.Object["spec"], again.Object["spec"], "spec"); err != nil {
+					if err := within(readBack.Object["spec"], again.Object["spec"], "spec"); err != nil {
 						t.Errorf("written back at %T: %v", at, err)
 					}
-					if err := within(again.Object["spec"], stored.Object["spec"], "spec"); err != nil {
+					if err := within(again.Object["spec"], readBack.Object["spec"], "spec"); err != nil {
 						t.Errorf("written back at %T, it has more: %v", at, err)
 					}
-					if !maps.Equal(stored.GetAnnotations(), again.GetAnnotations()) {
-						t.Errorf("written back at %T, annotations %v, were %v", at, again.GetAnnotations(), stored.GetAnnotations())
+					if !maps.Equal(readBack.GetAnnotations(), again.GetAnnotations()) {
+						t.Errorf("written back at %T, annotations %v, were %v", at, again.GetAnnotations(), readBack.GetAnnotations())
 					}
 				}
 			})
@@ -166,7 +173,34 @@ func within(want, got any, path string) error {
 }
 
 var versionedKinds = []servedVersions{
-	{samples: "config/samples/pyjob-*.yaml", group: "training.kiln.dev", others: []func() conversion.Convertible{func() conversion.Convertible { return &trainingv1beta1.PyJob{} }}},
-	{samples: "config/samples/serving/*.yaml", group: "serving.kiln.dev", others: []func() conversion.Convertible{func() conversion.Convertible { return &servingv1beta1.InferenceService{} }}},
-	{samples: "config/samples/mpijob-*.yaml", group: "kubeflow.org", others: []func() conversion.Convertible{func() conversion.Convertible { return &kubeflowv2beta1.MPIJob{} }}},
+	{samples: "config/samples/pyjob-*.yaml", group: "training.kiln.dev", versions: []func() runtime.Object{
+		typed(&trainingv1alpha1.PyJob{}, trainingv1alpha1.GroupVersion), typed(&trainingv1beta1.PyJob{}, trainingv1beta1.GroupVersion)}},
+	{samples: "config/samples/serving/*.yaml", group: "serving.kiln.dev", versions: []func() runtime.Object{
+		typed(&servingv1alpha1.InferenceService{}, servingv1alpha1.GroupVersion), typed(&servingv1beta1.InferenceService{}, servingv1beta1.GroupVersion)}},
+	{samples: "config/samples/mpijob-*.yaml", group: "kubeflow.org", versions: []func() runtime.Object{
+		typed(&kubeflowv1.MPIJob{}, kubeflowv1.GroupVersion), typed(&kubeflowv2beta1.MPIJob{}, kubeflowv2beta1.GroupVersion)}},
+}
+
+// typed makes new objects like obj, their TypeMeta set to its kind at gv.
+func typed(obj runtime.Object, gv schema.GroupVersion) func() runtime.Object {
+	kind := reflect.TypeOf(obj).Elem().Name()
+	return func() runtime.Object {
+		o := obj.DeepCopyObject()
+		o.GetObjectKind().SetGroupVersionKind(gv.WithKind(kind))
+		return o
+	}
+}
+
+// convert converts from into to, through hub (a new object of the hub version) when neither is it.
+func convert(from, to runtime.Object, hub conversion.Hub) error {
+	if h, ok := from.(conversion.Hub); ok {
+		hub = h
+	} else if err := from.(conversion.Convertible).ConvertTo(hub); err != nil {
+		return err
+	}
+	if _, ok := to.(conversion.Hub); ok {
+		reflect.ValueOf(to).Elem().Set(reflect.ValueOf(hub).Elem())
+		return nil
+	}
+	return to.(conversion.Convertible).ConvertFrom(hub)
 }
