@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,11 +57,23 @@ func (p *planner) beforePods() error {
 	if err != nil {
 		return fmt.Errorf("building the extras of %s %s: %w", p.fw.Kind, job.GetName(), err)
 	}
-	// Planned again while one is in the way, whatever the digest: only a sync ends the hold.
-	if p.plan.ExtrasDigest = sha256.Sum256(built); p.plan.ExtrasDigest != p.in.ExtrasSynced || p.in.Conflict != "" {
+	// Planned again while one is in the way, whatever the digest: only a sync ends the hold. A
+	// Service among them is planned again when the cache has none of its name: the engine watches
+	// services for the replicas' sake, so one deleted is seen as a child, not as a lost extra.
+	if p.plan.ExtrasDigest = sha256.Sum256(built); p.plan.ExtrasDigest != p.in.ExtrasSynced || p.in.Conflict != "" || p.jobServiceMissing(extras) {
 		p.plan.Extras = extras
 	}
 	return nil
+}
+
+// jobServiceMissing says whether a wanted extra is a Service the job's children lack.
+func (p *planner) jobServiceMissing(extras []framework.Extra) bool {
+	for _, e := range extras {
+		if _, isService := e.Object.(*corev1.Service); isService && e.Wanted && !p.kids.jobServices[e.Object.GetName()] {
+			return true
+		}
+	}
+	return false
 }
 
 // own makes o the job's: in its namespace, controlled by it, with the job's identity labels

@@ -16,12 +16,15 @@ import (
 const exitCodeUnknown = 0xbeef
 
 // children are a job's pods and services as the cache shows them now, by replica type and index.
-// Objects whose type the spec no longer has, or whose index label is unreadable, are strays.
+// Objects whose type the spec no longer has, or whose index label is unreadable, are strays. A
+// service of no replica type at all is one of the job's extras (MPI's Service of the whole job,
+// for a job written at mpi-operator's API): jobServices, by name.
 type children struct {
 	pods        map[kubeflowv1.ReplicaType]map[int]*corev1.Pod
 	services    map[kubeflowv1.ReplicaType]map[int]*corev1.Service
 	strayPods   []*corev1.Pod
 	strayServes []*corev1.Service
+	jobServices map[string]bool
 }
 
 func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service) children {
@@ -44,6 +47,13 @@ func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod
 		c.pods[rtype][index] = p
 	}
 	for _, s := range services {
+		if _, typed := s.Labels[kubeflowv1.LabelReplicaType]; !typed {
+			if c.jobServices == nil {
+				c.jobServices = map[string]bool{}
+			}
+			c.jobServices[s.Name] = true
+			continue
+		}
 		rtype, index, ok := replicaOf(byLower, s.Labels)
 		if !ok {
 			c.strayServes = append(c.strayServes, s)

@@ -148,3 +148,40 @@ func TestPlanMPILauncherWaitEnds(t *testing.T) {
 		t.Errorf("gang of a launcher that waits: %d members, want the two workers", g.MinMember)
 	}
 }
+
+// A job written at v2beta1 has one Service of its name, an extra: the engine never takes it for a
+// stray replica service, and applies it again whenever the cache lacks it, though the extras'
+// digest says they were synced (its deletion is seen as a child's event, not as an extra's).
+func TestPlanMPIJobServiceIsAnExtra(t *testing.T) {
+	w := newWorld(mpi.New(mpi.Config{}), builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 2))
+	w.job.SetAnnotations(map[string]string{kubeflowv1.AnnotationAPIVersion: kubeflowv1.APIVersionV2beta1})
+	w.all(corev1.PodRunning)
+	in := Inputs{Pods: w.pods, Services: w.services, Now: now}
+	p, err := plan(w.fw, w.plugins, w.job, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc *corev1.Service
+	for _, e := range p.Extras {
+		if s, ok := e.Object.(*corev1.Service); ok && e.Wanted {
+			svc = s
+		}
+	}
+	if len(w.services) != 0 || len(p.CreateServices) != 0 || svc == nil || svc.Name != "pi" {
+		t.Fatalf("services per pod %v and %v, the job's %v: want only the job's, pi, as an extra", names(w.services), names(p.CreateServices), svc)
+	}
+	in.ExtrasSynced = p.ExtrasDigest
+	if again, err := plan(w.fw, w.plugins, w.job, in); err != nil || again.Extras == nil {
+		t.Errorf("synced, and the cache has no Service pi: extras %v (%v), want them applied again", again.Extras, err)
+	}
+	seen := svc.DeepCopy()
+	seen.UID = "pi-svc-uid"
+	in.Services = []*corev1.Service{seen}
+	third, err := plan(w.fw, w.plugins, w.job, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Extras != nil || len(third.DeleteServices) != 0 {
+		t.Errorf("the cache has the job's Service: extras %d planned, services %v deleted; want neither", len(third.Extras), names(third.DeleteServices))
+	}
+}

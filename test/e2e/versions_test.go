@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +73,24 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	}
 	if mount != "/home/mpiuser/.ssh" {
 		t.Errorf("the launcher's key pair is mounted at %q, want /home/mpiuser/.ssh", mount)
+	}
+	// As mpi-operator reaches them: one headless Service pi, each pod <pod>.pi.<ns>.svc.
+	var svc corev1.Service
+	if err := cluster.Client.Get(ctx, key, &svc); err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("the job's Service pi: %v, clusterIP %q, want a headless one", err, svc.Spec.ClusterIP)
+	}
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-worker-0"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Service per pod (pi-worker-0): %v, want none", err)
+	}
+	if launcher.Spec.Hostname != "pi-launcher" || launcher.Spec.Subdomain != "pi" {
+		t.Errorf("the launcher's hostname %q, subdomain %q: want pi-launcher under pi", launcher.Spec.Hostname, launcher.Spec.Subdomain)
+	}
+	var config corev1.ConfigMap
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-config"}, &config); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("pi-worker-0.pi.%[1]s.svc slots=1\npi-worker-1.pi.%[1]s.svc slots=1\n", ns); config.Data["hostfile"] != want {
+		t.Errorf("hostfile %q, want %q", config.Data["hostfile"], want)
 	}
 
 	cluster.Exit(t, &launcher, 0) // mpirun computed pi

@@ -35,6 +35,9 @@ const (
 	worker   = kubeflowv1.MPIJobReplicaTypeWorker
 )
 
+// controllerName is the operator-name label of MPIJobs' pods and objects.
+const controllerName = "mpijob-controller"
+
 // Config holds the operator-level settings of the MPI framework.
 type Config struct {
 	// RemoteStart is the remote start of jobs that do not choose one (kubeflowv1.MPIRemoteStart*;
@@ -57,7 +60,7 @@ func New(cfg Config) framework.Framework {
 	return framework.Framework{
 		Kind:              kubeflowv1.MPIJobKind,
 		Name:              "mpi",
-		ControllerName:    "mpijob-controller",
+		ControllerName:    controllerName,
 		ReplicaSpecsField: "mpiReplicaSpecs",
 		MaxReplicas:       5000,
 		MaxReplicasWhy:    "the hostfile ConfigMap lists every worker and a ConfigMap holds at most 1 MiB",
@@ -74,10 +77,19 @@ func New(cfg Config) framework.Framework {
 			return podName(job.GetName(), rtype, index)
 		},
 		// SSH reaches the launcher and workers by the names in the hostfile: each gets a
-		// headless service of its name. kubectl exec names pods and needs none.
-		Services: func(job framework.Job) bool { return remoteStart(cfg, mpiJob(job)) == kubeflowv1.MPIRemoteStartSSH },
-		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, _ int) error {
-			setClusterSpec(cfg, mpiJob(job), t, rtype)
+		// headless service of its name, or, written at v2beta1, one Service of the job's name
+		// (an extra) makes each reachable as <pod>.<job>.<ns>.svc. kubectl exec names pods and
+		// needs none.
+		Services: func(job framework.Job) bool {
+			j := mpiJob(job)
+			return remoteStart(cfg, j) == kubeflowv1.MPIRemoteStartSSH && !jobService(j)
+		},
+		SetClusterSpec: func(job framework.Job, t *corev1.PodTemplateSpec, rtype kubeflowv1.ReplicaType, index int) error {
+			j := mpiJob(job)
+			setClusterSpec(cfg, j, t, rtype)
+			if jobService(j) {
+				t.Spec.Hostname, t.Spec.Subdomain = podName(j.Name, rtype, index), j.Name
+			}
 			return nil
 		},
 		IsMasterRole: func(_ framework.Job, rtype kubeflowv1.ReplicaType, _ int) bool { return rtype == launcher },
@@ -149,6 +161,14 @@ func remoteStart(cfg Config, job *kubeflowv1.MPIJob) string {
 		return kubeflowv1.MPIRemoteStartSSH
 	}
 	return cfg.RemoteStart
+}
+
+// jobService says whether the job's pods are reached as mpi-operator reaches them, through one
+// headless Service of the job's name, as <pod>.<job>.<ns>.svc: a job written at v2beta1 that
+// starts its ranks over SSH (its remote start does not depend on the operator's default).
+// Kubeflow v1's way is a Service per pod, of its name.
+func jobService(job *kubeflowv1.MPIJob) bool {
+	return job.Annotations[kubeflowv1.AnnotationAPIVersion] == kubeflowv1.APIVersionV2beta1 && remoteStart(Config{}, job) == kubeflowv1.MPIRemoteStartSSH
 }
 
 // implementation is the job's MPI (kubeflowv1.MPIImplementation*); "" when it names none, which

@@ -391,17 +391,49 @@ func TestMPIImplementations(t *testing.T) {
 }
 
 // A job written at v2beta1 runs as mpi-operator runs it, over SSH, whatever the install's
-// default; its launcher under WaitForWorkersReady waits for the workers.
+// default, its pods reached through one headless Service of the job's name as
+// <pod>.<job>.<ns>.svc; its launcher under WaitForWorkersReady waits for the workers.
 func TestWrittenAtV2beta1(t *testing.T) {
 	fw := New(Config{RemoteStart: kubeflowv1.MPIRemoteStartKubectlExec})
-	job := newJob(1)
+	job := newJob(2)
 	job.Annotations = map[string]string{kubeflowv1.AnnotationAPIVersion: "kubeflow.org/v2beta1"}
-	if !fw.HasServices(job) {
-		t.Error("a v2beta1 MPIJob in an install defaulting to kubectl-exec: no services, want SSH")
-	}
 	if secrets, _ := fw.Secrets(job); len(secrets) != 1 {
-		t.Errorf("%d secrets, want the SSH key pair", len(secrets))
+		t.Errorf("a v2beta1 MPIJob in an install defaulting to kubectl-exec: %d secrets, want SSH's key pair", len(secrets))
 	}
+	if fw.HasServices(job) {
+		t.Error("a v2beta1 MPIJob gets a Service per pod, want one of the job's name")
+	}
+	extras := fw.Extras(job, framework.State{Active: true, Running: map[kubeflowv1.ReplicaType][]int{"Worker": {1}}})
+	if len(extras) != 2 {
+		t.Fatalf("%d extras, want the ConfigMap and the job's Service", len(extras))
+	}
+	svc, ok := extras[1].Object.(*corev1.Service)
+	if !ok || svc.Name != "pi" || svc.Spec.ClusterIP != corev1.ClusterIPNone || !extras[1].Wanted ||
+		svc.Spec.Selector[kubeflowv1.LabelJobName] != "pi" || svc.Spec.Selector[kubeflowv1.LabelOperatorName] != "mpijob-controller" || svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("the job's Service: %+v, want headless pi selecting the job's pods", extras[1].Object)
+	}
+	cm := extras[0].Object.(*corev1.ConfigMap)
+	if want := "pi-worker-0.pi.ns.svc slots=1\npi-worker-1.pi.ns.svc slots=1\n"; cm.Data["hostfile"] != want {
+		t.Errorf("hostfile %q, want %q", cm.Data["hostfile"], want)
+	}
+	if want := "#!/bin/sh\necho pi-worker-1.pi.ns.svc\n"; cm.Data["discover_hosts.sh"] != want {
+		t.Errorf("discover_hosts.sh %q, want %q (mpi-operator's, without slots)", cm.Data["discover_hosts.sh"], want)
+	}
+	tmpl := job.Spec.MPIReplicaSpecs["Worker"].Template.DeepCopy()
+	if err := fw.SetClusterSpec(job, tmpl, "Worker", 1); err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Spec.Hostname != "pi-worker-1" || tmpl.Spec.Subdomain != "pi" {
+		t.Errorf("worker 1: hostname %q subdomain %q, want pi-worker-1 under pi", tmpl.Spec.Hostname, tmpl.Spec.Subdomain)
+	}
+	if l := pod(t, fw, job, "Launcher"); l.Spec.Hostname != "pi-launcher" || l.Spec.Subdomain != "pi" {
+		t.Errorf("launcher: hostname %q subdomain %q, want pi-launcher under pi", l.Spec.Hostname, l.Spec.Subdomain)
+	}
+	job.Annotations[kubeflowv1.AnnotationMPIRunLauncherAsWorker] = "true"
+	if svc := fw.Extras(job, framework.State{Active: true})[1].Object.(*corev1.Service); !svc.Spec.PublishNotReadyAddresses {
+		t.Error("a launcher running ranks is not published before it is ready")
+	}
+	delete(job.Annotations, kubeflowv1.AnnotationMPIRunLauncherAsWorker)
 	if _, waits := fw.WaitsFor(job, "Launcher"); waits {
 		t.Error("the launcher waits for the workers under AtStartup")
 	}

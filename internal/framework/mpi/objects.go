@@ -55,7 +55,11 @@ func extras(cfg Config, job *kubeflowv1.MPIJob, s framework.State) []framework.E
 		DiscoverHostsName: DiscoverHosts(job, s.Running[worker]),
 	}
 	if remoteStart(cfg, job) != kubeflowv1.MPIRemoteStartKubectlExec {
-		return []framework.Extra{{Object: configMap(job, data), Wanted: true}}
+		out := []framework.Extra{{Object: configMap(job, data), Wanted: true}}
+		if jobService(job) {
+			out = append(out, framework.Extra{Object: service(job), Wanted: true})
+		}
+		return out
 	}
 	data[KubexecName] = Kubexec(job)
 	name := podName(job.Name, launcher, 0)
@@ -97,6 +101,30 @@ func configMap(job *kubeflowv1.MPIJob, data map[string]string) *corev1.ConfigMap
 	}
 }
 
+// service is the headless Service of a job whose pods are reached as mpi-operator reaches them
+// (jobService): it selects every pod of the job, and publishes a launcher that runs ranks before
+// it is ready, as the workers must reach it then.
+func service(job *kubeflowv1.MPIJob) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 map[string]string{kubeflowv1.LabelJobName: job.Name, kubeflowv1.LabelOperatorName: controllerName},
+			PublishNotReadyAddresses: launcherRunsRanks(job),
+		},
+	}
+}
+
+// host is how the hostfile names a pod: its name, which its own Service resolves, or
+// <pod>.<job>.<ns>.svc under the job's Service (jobService).
+func host(job *kubeflowv1.MPIJob, rtype kubeflowv1.ReplicaType, index int) string {
+	if jobService(job) {
+		return podName(job.Name, rtype, index) + "." + job.Name + "." + job.Namespace + ".svc"
+	}
+	return podName(job.Name, rtype, index)
+}
+
 func slots(job *kubeflowv1.MPIJob) int {
 	if s := job.Spec.SlotsPerWorker; s != nil && *s > 0 {
 		return int(*s)
@@ -104,8 +132,9 @@ func slots(job *kubeflowv1.MPIJob) int {
 	return 1
 }
 
-// Hostfile lists every worker, "<job>-worker-<i> slots=<n>" per line (Intel MPI and MPICH:
-// "<job>-worker-<i>:<n>"), after the launcher when it runs ranks too (launcherRunsRanks).
+// Hostfile lists every worker, "<host> slots=<n>" per line (Intel MPI and MPICH:
+// "<host>:<n>"), after the launcher when it runs ranks too (launcherRunsRanks); a host is named
+// as host says.
 func Hostfile(job *kubeflowv1.MPIJob) string {
 	var b strings.Builder
 	slotsOf := " slots=" + strconv.Itoa(slots(job))
@@ -113,25 +142,29 @@ func Hostfile(job *kubeflowv1.MPIJob) string {
 		slotsOf = ":" + strconv.Itoa(slots(job))
 	}
 	if launcherRunsRanks(job) {
-		b.WriteString(podName(job.Name, launcher, 0) + slotsOf + "\n")
+		b.WriteString(host(job, launcher, 0) + slotsOf + "\n")
 	}
 	for i := range int(framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker])) {
-		b.WriteString(podName(job.Name, worker, i) + slotsOf + "\n")
+		b.WriteString(host(job, worker, i) + slotsOf + "\n")
 	}
 	return b.String()
 }
 
-// DiscoverHosts is a script printing the hosts that run now, "<host>:<slots>" per line: the
-// launcher when it runs ranks too, and the running workers (indexes ascending).
+// DiscoverHosts is a script printing the hosts that run now, "<host>:<slots>" per line (a job
+// written at v2beta1: "<host>", as mpi-operator prints them): the launcher when it runs ranks
+// too, and the running workers (indexes ascending).
 func DiscoverHosts(job *kubeflowv1.MPIJob, running []int) string {
 	var b strings.Builder
-	n := strconv.Itoa(slots(job))
+	suffix := ":" + strconv.Itoa(slots(job))
+	if jobService(job) {
+		suffix = ""
+	}
 	b.WriteString("#!/bin/sh\n")
 	if launcherRunsRanks(job) {
-		b.WriteString("echo " + podName(job.Name, launcher, 0) + ":" + n + "\n")
+		b.WriteString("echo " + host(job, launcher, 0) + suffix + "\n")
 	}
 	for _, i := range running {
-		b.WriteString("echo " + podName(job.Name, worker, i) + ":" + n + "\n")
+		b.WriteString("echo " + host(job, worker, i) + suffix + "\n")
 	}
 	return b.String()
 }
