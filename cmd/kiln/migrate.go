@@ -24,7 +24,7 @@ func runMigrateStorage(args []string) error {
 			"storage version, then leaves only that version in the CRDs' status.storedVersions.\n\n"))
 		fs.PrintDefaults()
 	}
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; default $KUBECONFIG, then in-cluster config, then ~/.kube/config")
 	method := fs.String("method", string(migration.Auto), "auto: the cluster's StorageVersionMigration API where it is served, else rewrite; storageversionmigration; rewrite: kiln writes each object back")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for each StorageVersionMigration")
 	if err := fs.Parse(args); err != nil {

@@ -38,8 +38,8 @@ type Stored interface {
 }
 
 // ReadHub reads the object of key at the version it is stored (into stored) and converts it to
-// hub, the form a controller computes on. The controller's cache holds the stored version, so no
-// read of it waits for the webhook.
+// hub, the form a controller computes on. The controller's cache holds the stored version: once
+// every object is stored at it, no read waits for the webhook.
 func ReadHub(ctx context.Context, c client.Reader, key client.ObjectKey, stored Stored, hub ctrlconversion.Hub) error {
 	if err := c.Get(ctx, key, stored); err != nil {
 		return err

@@ -53,6 +53,11 @@ type Options struct {
 // create StorageVersionMigrations (StorageVersionMigration).
 func Run(ctx context.Context, c client.Client, o Options) error {
 	method := o.Method
+	switch method {
+	case Auto, StorageVersionMigration, Rewrite:
+	default:
+		return fmt.Errorf("unknown method %q: use %s, %s or %s", method, Auto, StorageVersionMigration, Rewrite)
+	}
 	if method == Auto {
 		method = Rewrite
 		if served(c.RESTMapper()) {
@@ -71,17 +76,19 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 		}
 		old := crd.Status.StoredVersions
 		var err error
-		switch method {
-		case StorageVersionMigration:
+		if method == StorageVersionMigration {
 			err = viaCluster(ctx, c, crd, o.Timeout)
-		case Rewrite:
+		} else {
 			var n int
-			if n, err = rewrite(ctx, c, crd, storage); err == nil {
+			n, err = rewrite(ctx, c, crd, storage)
+			fmt.Fprintf(o.Out, "%s: rewrote %d objects at %s\n", name, n, storage)
+			if err == nil {
 				err = trimStoredVersions(ctx, c, name, storage)
-				fmt.Fprintf(o.Out, "%s: rewrote %d objects at %s\n", name, n, storage)
 			}
-		default:
-			return fmt.Errorf("unknown method %q: use %s, %s or %s", method, Auto, StorageVersionMigration, Rewrite)
+		}
+		if apierrors.IsForbidden(err) {
+			err = fmt.Errorf("%w (it needs: get and update/status of customresourcedefinitions; list and update of %s, or create, get and delete of storageversionmigrations)",
+				err, crd.Spec.Names.Plural)
 		}
 		if err != nil {
 			return fmt.Errorf("migrating %s to %s: %w", name, storage, err)
@@ -116,7 +123,8 @@ func rewrite(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomRe
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)
 		if err := c.List(ctx, list, client.Limit(500), client.Continue(cont)); err != nil {
-			return written, fmt.Errorf("listing %s: %w", crd.Spec.Names.Plural, err)
+			return written, fmt.Errorf("listing %s (objects stored at another version are read through kiln's conversion webhook: is kiln running?): %w",
+				crd.Spec.Names.Plural, err)
 		}
 		for i := range list.Items {
 			switch err := c.Update(ctx, &list.Items[i]); {
@@ -185,7 +193,7 @@ func viaCluster(ctx context.Context, c client.Client, crd *apiextensionsv1.Custo
 		}
 		return meta.IsStatusConditionTrue(svm.Status.Conditions, string(storagemigrationv1.MigrationSucceeded)), nil
 	})
-	if wait.Interrupted(err) {
+	if wait.Interrupted(err) && ctx.Err() == nil {
 		return fmt.Errorf("StorageVersionMigration %s did not succeed within %s: is kube-controller-manager's storage-version-migrator-controller running? (--method=%s does without it)",
 			svm.Name, timeout, Rewrite)
 	}

@@ -14,8 +14,8 @@ func filler(t *testing.T, seed int64) *randfill.Filler {
 	return fuzzer.Filler(t, seed, servingv1alpha1.AddToScheme, AddToScheme)
 }
 
-// TestV1beta1RoundTrip: a v1beta1 InferenceService the schema accepts, converted to the stored
-// v1alpha1 and back, is the same, for every field. (The schema refuses an empty server,
+// TestV1beta1RoundTrip: a v1beta1 InferenceService the schema accepts, converted to the v1alpha1
+// hub and back, is the same, for every field. (The schema refuses an empty server,
 // scaling or gpus object.)
 func TestV1beta1RoundTrip(t *testing.T) {
 	fuzzer.SpokeRoundTrip[InferenceService, servingv1alpha1.InferenceService](t, filler(t, 1), 500, func(in *InferenceService) {
@@ -31,8 +31,8 @@ func TestV1beta1RoundTrip(t *testing.T) {
 	})
 }
 
-// TestV1alpha1RoundTrip: a stored v1alpha1 InferenceService read at v1beta1 and written back is
-// the same.
+// TestV1alpha1RoundTrip: a v1alpha1 InferenceService (as stored before v1beta1) read at v1beta1
+// and written back is the same.
 func TestV1alpha1RoundTrip(t *testing.T) {
 	fuzzer.HubRoundTrip[servingv1alpha1.InferenceService, InferenceService](t, filler(t, 2), 500, nil)
 }

@@ -1,6 +1,6 @@
 // Package v1beta1 holds serving.kiln.dev/v1beta1: InferenceService, one manifest for a model
 // endpoint, with its fields grouped by what they are about (model, server, scaling, GPUs).
-// v1alpha1, the stored version for now, is served beside it: conversion.go converts both ways
+// It is the stored version; v1alpha1 is served beside it: conversion.go converts both ways
 // without loss.
 // +kubebuilder:object:generate=true
 // +groupName=serving.kiln.dev

@@ -14,7 +14,7 @@ func filler(t *testing.T, seed int64) *randfill.Filler {
 	return fuzzer.Filler(t, seed, trainingv1alpha1.AddToScheme, AddToScheme)
 }
 
-// TestV1beta1RoundTrip: a v1beta1 PyJob the schema accepts, converted to the stored v1alpha1 and
+// TestV1beta1RoundTrip: a v1beta1 PyJob the schema accepts, converted to the v1alpha1 hub and
 // back, is the same, for every field. (The schema refuses what has no v1alpha1 form: an empty
 // pod or resources object, a dataset or output without a path.)
 func TestV1beta1RoundTrip(t *testing.T) {
@@ -37,7 +37,8 @@ func TestV1beta1RoundTrip(t *testing.T) {
 	})
 }
 
-// TestV1alpha1RoundTrip: a stored v1alpha1 PyJob read at v1beta1 and written back is the same.
+// TestV1alpha1RoundTrip: a v1alpha1 PyJob (as stored before v1beta1) read at v1beta1 and written
+// back is the same.
 // (The schema refuses a dataset or output object with nothing in it.)
 func TestV1alpha1RoundTrip(t *testing.T) {
 	fuzzer.HubRoundTrip[trainingv1alpha1.PyJob, PyJob](t, filler(t, 2), 500, func(in *trainingv1alpha1.PyJob) {

@@ -1,6 +1,6 @@
 // Package v1beta1 holds training.kiln.dev/v1beta1: PyJob, one manifest for a training run, with
-// its fields grouped by what they are about (dataset, output, GPUs, pod). v1alpha1, the stored
-// version for now, is served beside it: conversion.go converts both ways without loss.
+// its fields grouped by what they are about (dataset, output, GPUs, pod). It is the stored
+// version; v1alpha1 is served beside it: conversion.go converts both ways without loss.
 // +kubebuilder:object:generate=true
 // +groupName=training.kiln.dev
 package v1beta1

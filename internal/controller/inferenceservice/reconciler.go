@@ -125,7 +125,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	crd.SetGroupVersionKind(crdKind)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("inferenceservice").
-		For(&servingv1beta1.InferenceService{}). // the stored version: no read goes through the conversion webhook
+		For(&servingv1beta1.InferenceService{}). // the stored version: once every object is stored at it, no read waits for the conversion webhook
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),

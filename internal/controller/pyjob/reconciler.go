@@ -84,7 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pyjob").
-		For(&trainingv1beta1.PyJob{}). // the stored version: no read goes through the conversion webhook
+		For(&trainingv1beta1.PyJob{}). // the stored version: once every object is stored at it, no read waits for the conversion webhook
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).

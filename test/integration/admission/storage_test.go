@@ -49,25 +49,43 @@ func TestMigrateStorageRewritesOldObjects(t *testing.T) {
 		})
 	}
 
-	storeAt("v1alpha1")
 	t.Cleanup(func() { storeAt("v1beta1") })
 	old := builder.PyJob("before-upgrade", ns, func(s *trainingv1alpha1.PyJobSpec) {
 		s.DatasetPath, s.Dataset = "/mnt/data", &trainingv1alpha1.DatasetStorage{ClaimName: "imagenet"}
 	})
-	if err := env.Client.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	written(old, "v1alpha1")
-
-	storeAt("v1beta1") // the upgrade
 	probe := builder.PyJob("after-upgrade", ns)
-	if err := env.Client.Create(ctx, probe); err != nil {
-		t.Fatal(err)
+	for _, job := range []*trainingv1alpha1.PyJob{old, probe} {
+		if err := env.Client.Create(ctx, job); err != nil {
+			t.Fatal(err)
+		}
 	}
-	written(probe, "v1beta1")
-	if got := env.StoredAPIVersion(t, group, resource, ns, old.Name); got != group+"/v1alpha1" {
-		t.Fatalf("before the migration, the old PyJob is stored at %s, want v1alpha1", got)
-	}
+	// Each status write of kiln's stores the PyJob at the storage version of the moment: wait
+	// until kiln wrote the old one's and nothing more for a second (envtest runs no Job controller
+	// to move it further).
+	testenv.Eventually(t, func() error {
+		var a, b trainingv1beta1.PyJob
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), &a); err != nil || a.Status.Phase == "" {
+			return fmt.Errorf("no status yet: %v", err)
+		}
+		time.Sleep(time.Second)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), &b); err != nil || a.ResourceVersion != b.ResourceVersion {
+			return fmt.Errorf("kiln still writes the PyJob: %v", err)
+		}
+		return nil
+	})
+	// Before the upgrade the old PyJob is stored at v1alpha1; after it a PyJob written is stored at
+	// v1beta1 (the probe shows the apiserver switched), the old one still at v1alpha1. Done again
+	// if kiln wrote the old one meanwhile.
+	testenv.Eventually(t, func() error {
+		storeAt("v1alpha1")
+		written(old, "v1alpha1")
+		storeAt("v1beta1") // the upgrade
+		written(probe, "v1beta1")
+		if got := env.StoredAPIVersion(t, group, resource, ns, old.Name); got != group+"/v1alpha1" {
+			return fmt.Errorf("before the migration, the old PyJob is stored at %s, want v1alpha1", got)
+		}
+		return nil
+	})
 	var before trainingv1beta1.PyJob
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), &before); err != nil {
 		t.Fatalf("reading a PyJob stored at v1alpha1 at v1beta1: %v", err)
