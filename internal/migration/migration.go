@@ -122,7 +122,12 @@ func rewrite(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomRe
 	for cont := ""; ; {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)
-		if err := c.List(ctx, list, client.Limit(500), client.Continue(cont)); err != nil {
+		err := c.List(ctx, list, client.Limit(500), client.Continue(cont))
+		if apierrors.IsResourceExpired(err) && cont != "" {
+			cont = "" // the list took longer than etcd keeps its revision: from the start again (a rewrite is harmless)
+			continue
+		}
+		if err != nil {
 			return written, fmt.Errorf("listing %s (objects stored at another version are read through kiln's conversion webhook: is kiln running?): %w",
 				crd.Spec.Names.Plural, err)
 		}
