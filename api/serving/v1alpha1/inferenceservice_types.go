@@ -292,6 +292,7 @@ type InferenceServiceStatus struct {
 // Services, an autoscaler, a canary split and monitoring where those APIs are installed. Served
 // as it was; stored as v1beta1, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="serving.kiln.dev/v1alpha1 InferenceService is deprecated: write serving.kiln.dev/v1beta1, which kiln stores (README, API versions); v1alpha1 stays served"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.minReplicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=isvc

@@ -9,7 +9,9 @@ import (
 // PyJobSpec describes one training run. Everything but suspend, backoffLimit,
 // activeDeadlineSeconds and ttlSecondsAfterFinished is fixed once the PyJob exists (the CRD
 // refuses a change, naming the field): create a new PyJob to change it. Those four apply to
-// the running batch Job.
+// the running batch Job. The rules read an unset dataset.readOnly and output.reclaimPolicy as
+// their defaults: a PyJob written at v1beta1 (whose schema defaults neither) and written back
+// unchanged at v1alpha1 (whose schema does) changes nothing.
 // +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || self.outputPath.startsWith('/')",message="spec.outputPath must be an absolute path such as /mnt/output"
 // +kubebuilder:validation:XValidation:rule="!has(self.datasetPath) || self.datasetPath.startsWith('/')",message="spec.datasetPath must be an absolute path such as /mnt/dataset"
 // +kubebuilder:validation:XValidation:rule="!has(self.outputPath) || !has(self.datasetPath) || self.outputPath != self.datasetPath",message="spec.outputPath must differ from spec.datasetPath: the data and the results each get their own directory"
@@ -30,8 +32,8 @@ import (
 // +kubebuilder:validation:XValidation:rule="has(self.script) == has(oldSelf.script) && (!has(self.script) || self.script == oldSelf.script)",message="spec.script is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="spec.env is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",message="spec.resources is immutable: create a new PyJob to change it"
-// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || self.dataset == oldSelf.dataset)",message="spec.dataset is immutable: create a new PyJob to change it"
-// +kubebuilder:validation:XValidation:rule="has(self.output) == has(oldSelf.output) && (!has(self.output) || self.output == oldSelf.output)",message="spec.output is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || (self.dataset.claimName == oldSelf.dataset.claimName && has(self.dataset.subPath) == has(oldSelf.dataset.subPath) && (!has(self.dataset.subPath) || self.dataset.subPath == oldSelf.dataset.subPath) && (has(self.dataset.readOnly) ? self.dataset.readOnly : true) == (has(oldSelf.dataset.readOnly) ? oldSelf.dataset.readOnly : true)))",message="spec.dataset is immutable: create a new PyJob to change it"
+// +kubebuilder:validation:XValidation:rule="has(self.output) == has(oldSelf.output) && (!has(self.output) || (has(self.output.claimName) == has(oldSelf.output.claimName) && (!has(self.output.claimName) || self.output.claimName == oldSelf.output.claimName) && has(self.output.size) == has(oldSelf.output.size) && (!has(self.output.size) || quantity(self.output.size).compareTo(quantity(oldSelf.output.size)) == 0) && has(self.output.storageClassName) == has(oldSelf.output.storageClassName) && (!has(self.output.storageClassName) || self.output.storageClassName == oldSelf.output.storageClassName) && (has(self.output.reclaimPolicy) ? self.output.reclaimPolicy : 'Retain') == (has(oldSelf.output.reclaimPolicy) ? oldSelf.output.reclaimPolicy : 'Retain')))",message="spec.output is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.nodeSelector) == has(oldSelf.nodeSelector) && (!has(self.nodeSelector) || self.nodeSelector == oldSelf.nodeSelector)",message="spec.nodeSelector is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.tolerations) == has(oldSelf.tolerations) && (!has(self.tolerations) || self.tolerations == oldSelf.tolerations)",message="spec.tolerations is immutable: create a new PyJob to change it"
 // +kubebuilder:validation:XValidation:rule="has(self.priorityClassName) == has(oldSelf.priorityClassName) && (!has(self.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName)",message="spec.priorityClassName is immutable: create a new PyJob to change it"
@@ -288,6 +290,7 @@ type PyJobStatus struct {
 // Service, when distributed) with its storage mounted, and a clear status. Served as it was; stored
 // as v1beta1, converted by kiln's conversion webhook.
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="training.kiln.dev/v1alpha1 PyJob is deprecated: write training.kiln.dev/v1beta1, which kiln stores (README, API versions); v1alpha1 stays served"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +32,10 @@ import (
 type servedVersions struct {
 	samples, group string
 	versions       []func() runtime.Object
+	// writtenDefaults are the fields (paths in the applied version, and their values) that a
+	// write at another version may add: that version's schema defaults them, the applied one's
+	// does not, and unset means that value.
+	writtenDefaults map[string]any
 }
 
 // TestSamplesReadTheSameAtEveryVersion: each sample manifest of a kind served at several versions
@@ -116,6 +121,9 @@ func TestSamplesReadTheSameAtEveryVersion(t *testing.T) {
 					if err := within(readBack.Object["spec"], again.Object["spec"], "spec"); err != nil {
 						t.Errorf("written back at %T: %v", at, err)
 					}
+					for path, value := range kind.writtenDefaults {
+						dropIfAdded(again.Object, readBack.Object, value, strings.Split(path, ".")...)
+					}
 					if err := within(again.Object["spec"], readBack.Object["spec"], "spec"); err != nil {
 						t.Errorf("written back at %T, it has more: %v", at, err)
 					}
@@ -172,13 +180,31 @@ func within(want, got any, path string) error {
 	}
 }
 
-var versionedKinds = []servedVersions{
-	{samples: "config/samples/pyjob-*.yaml", group: "training.kiln.dev", versions: []func() runtime.Object{
-		typed(&trainingv1alpha1.PyJob{}, trainingv1alpha1.GroupVersion), typed(&trainingv1beta1.PyJob{}, trainingv1beta1.GroupVersion)}},
-	{samples: "config/samples/serving/*.yaml", group: "serving.kiln.dev", versions: []func() runtime.Object{
-		typed(&servingv1alpha1.InferenceService{}, servingv1alpha1.GroupVersion), typed(&servingv1beta1.InferenceService{}, servingv1beta1.GroupVersion)}},
-	{samples: "config/samples/mpijob-*.yaml", group: "kubeflow.org", versions: []func() runtime.Object{
-		typed(&kubeflowv1.MPIJob{}, kubeflowv1.GroupVersion), typed(&kubeflowv2beta1.MPIJob{}, kubeflowv2beta1.GroupVersion)}},
+var (
+	pyJobVersions = []func() runtime.Object{
+		typed(&trainingv1alpha1.PyJob{}, trainingv1alpha1.GroupVersion), typed(&trainingv1beta1.PyJob{}, trainingv1beta1.GroupVersion)}
+	inferenceServiceVersions = []func() runtime.Object{
+		typed(&servingv1alpha1.InferenceService{}, servingv1alpha1.GroupVersion), typed(&servingv1beta1.InferenceService{}, servingv1beta1.GroupVersion)}
+	// versionedKinds are the samples, and the v1alpha1 manifests they were before v1beta1.
+	versionedKinds = []servedVersions{
+		{samples: "config/samples/pyjob-*.yaml", group: "training.kiln.dev", versions: pyJobVersions,
+			writtenDefaults: map[string]any{"spec.output.reclaimPolicy": "Retain", "spec.dataset.readOnly": true}},
+		{samples: "test/testdata/v1alpha1-samples/pyjob-*.yaml", group: "training.kiln.dev", versions: pyJobVersions},
+		{samples: "config/samples/serving/*.yaml", group: "serving.kiln.dev", versions: inferenceServiceVersions},
+		{samples: "test/testdata/v1alpha1-samples/serving/*.yaml", group: "serving.kiln.dev", versions: inferenceServiceVersions},
+		{samples: "config/samples/mpijob-*.yaml", group: "kubeflow.org", versions: []func() runtime.Object{
+			typed(&kubeflowv1.MPIJob{}, kubeflowv1.GroupVersion), typed(&kubeflowv2beta1.MPIJob{}, kubeflowv2beta1.GroupVersion)}},
+	}
+)
+
+// dropIfAdded removes the field at path from obj when it holds value and was not in before.
+func dropIfAdded(obj, before map[string]any, value any, path ...string) {
+	if _, had, _ := unstructured.NestedFieldNoCopy(before, path...); had {
+		return
+	}
+	if got, has, _ := unstructured.NestedFieldNoCopy(obj, path...); has && reflect.DeepEqual(got, value) {
+		unstructured.RemoveNestedField(obj, path...)
+	}
 }
 
 // typed makes new objects like obj, their TypeMeta set to its kind at gv.
