@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -146,21 +147,25 @@ func rewrite(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomRe
 	}
 }
 
-// trimStoredVersions leaves only the storage version in the CRD's storedVersions, unless the CRD
-// changed since it was read.
+// trimStoredVersions leaves only the storage version in the CRD's storedVersions, unless the
+// storage version changed meanwhile. A CRD written meanwhile (the migrator's own condition, kiln
+// injecting its CA) is read again.
 func trimStoredVersions(ctx context.Context, c client.Client, name, storage string) error {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-		return err
-	}
-	if storageVersion(crd) != storage {
-		return fmt.Errorf("the storage version of %s changed to %s during the migration: run it again", name, storageVersion(crd))
-	}
-	if slices.Equal(crd.Status.StoredVersions, []string{storage}) {
-		return nil
-	}
-	crd.Status.StoredVersions = []string{storage}
-	if err := c.Status().Update(ctx, crd); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		if storageVersion(crd) != storage {
+			return fmt.Errorf("the storage version of %s changed to %s during the migration: run it again", name, storageVersion(crd))
+		}
+		if slices.Equal(crd.Status.StoredVersions, []string{storage}) {
+			return nil
+		}
+		crd.Status.StoredVersions = []string{storage}
+		return c.Status().Update(ctx, crd)
+	})
+	if err != nil {
 		return fmt.Errorf("setting the stored versions of %s: %w", name, err)
 	}
 	return nil

@@ -10,7 +10,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
@@ -91,9 +93,32 @@ func TestMigrateStorageRewritesOldObjects(t *testing.T) {
 		t.Fatalf("reading a PyJob stored at v1alpha1 at v1beta1: %v", err)
 	}
 
+	// The CRD is written by someone else just before the migration trims its stored versions (as
+	// the cluster's migrator and kiln's CA injection write it): the trim reads it again.
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	racing := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if !raced {
+				raced = true
+				crd := &apiextensionsv1.CustomResourceDefinition{}
+				if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+					return err
+				}
+				metav1.SetMetaDataAnnotation(&crd.ObjectMeta, "kiln.dev/test-touched", "true")
+				if err := c.Update(ctx, crd); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
 	var out bytes.Buffer
-	if err := migration.Run(ctx, env.Client, migration.Options{CRDs: []string{crdName}, Method: migration.Rewrite, Out: &out}); err != nil {
-		t.Fatalf("kiln migrate-storage: %v\n%s", err, out.String())
+	if err := migration.Run(ctx, racing, migration.Options{CRDs: []string{crdName}, Method: migration.Rewrite, Out: &out}); err != nil || !raced {
+		t.Fatalf("kiln migrate-storage (raced %v): %v\n%s", raced, err, out.String())
 	}
 	if got := env.StoredAPIVersion(t, group, resource, ns, old.Name); got != group+"/v1beta1" {
 		t.Errorf("after the migration, the old PyJob is stored at %s, want v1beta1", got)
