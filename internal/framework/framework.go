@@ -66,6 +66,12 @@ type Framework struct {
 	// PodName names the pod and service of replica (rtype, index). Optional; the default is
 	// ReplicaName's "<job>-<lowercase type>-<index>".
 	PodName func(job Job, rtype kubeflowv1.ReplicaType, index int) string
+	// RunsAsJob says whether the replicas of rtype each run as a batch/v1 Job of one pod at a
+	// time, named and labelled as the replica's pod would be, its template that pod's (MPI's
+	// launcher for a job written at mpi-operator's API). The Job retries its pod under the job's
+	// backoffLimit and carries its activeDeadlineSeconds and ttlSecondsAfterFinished; the engine
+	// reads the replica's state from the Job and its pods. Optional; nil means none does.
+	RunsAsJob func(job Job, rtype kubeflowv1.ReplicaType) bool
 	// Services says whether the job's replicas get headless services. Optional; nil means they
 	// do. Without them a replica's retry count rides on its pods (see the engine's
 	// AnnotationRestarts).
@@ -97,6 +103,11 @@ type Framework struct {
 	// back. Built when they are to be created; an existing one of the same name is taken as
 	// created. Optional.
 	Secrets func(job Job) ([]*corev1.Secret, error)
+}
+
+// JobReplica says whether the replicas of rtype run as batch Jobs (RunsAsJob).
+func (fw Framework) JobReplica(job Job, rtype kubeflowv1.ReplicaType) bool {
+	return fw.RunsAsJob != nil && fw.RunsAsJob(job, rtype)
 }
 
 // DefaultMaxReplicas is the most pods a job may have unless its framework says fewer: above the

@@ -215,13 +215,16 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {
 		return nil, err
 	}
-	children := replicajob.NewChildEvents(mgr.GetCache(), engine.ChildEventBatch)
-	var extras cache.Cache
+	var extras, jobs cache.Cache
 	if len(frameworks) > 0 {
 		if extras, err = replicajob.NewExtrasCache(mgr, o.Namespaces, frameworks); err != nil {
 			return nil, fmt.Errorf("setting up the cache of the jobs' extras: %w", err)
 		}
 	}
+	if replicajob.RunJobs(frameworks) {
+		jobs = extras
+	}
+	children := replicajob.NewChildEvents(mgr.GetCache(), jobs, engine.ChildEventBatch)
 	for _, fw := range frameworks {
 		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 		if err := r.SetupWithManager(mgr, o.Workers, children, extras); err != nil {

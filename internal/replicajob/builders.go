@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -119,6 +121,49 @@ func desiredPod(fw framework.Framework, ps plugins, job framework.Job, rtype kub
 			OwnerReferences: []metav1.OwnerReference{controllerRef(fw, job)},
 		},
 		Spec: t.Spec,
+	}, nil
+}
+
+// desiredJob is the batch Job of replica (rtype, index) of a type that runs as one
+// (Framework.RunsAsJob): named and labelled as the replica's pod would be, and that pod its
+// template. The Job retries the pod under the job's backoffLimit (a failed pod is replaced once it
+// has failed, not while it terminates), stops it at its activeDeadlineSeconds and is deleted its
+// ttlSecondsAfterFinished after it finished, as mpi-operator's launcher Job. The restart policy is
+// the Job's to carry out: under ExitCode the pod is never restarted in place and an exit code
+// below 128 (the program's own verdict) fails the Job instead of retrying it; Always, which a Job
+// cannot run, restarts the container in place as OnFailure does.
+func desiredJob(fw framework.Framework, ps plugins, job framework.Job, rtype kubeflowv1.ReplicaType, index int) (*batchv1.Job, error) {
+	pod, err := desiredPod(fw, ps, job, rtype, index)
+	if err != nil {
+		return nil, err
+	}
+	rp := job.GetRunPolicy()
+	spec := batchv1.JobSpec{
+		BackoffLimit: rp.BackoffLimit, ActiveDeadlineSeconds: rp.ActiveDeadlineSeconds, TTLSecondsAfterFinished: rp.TTLSecondsAfterFinished,
+		PodReplacementPolicy: ptr.To(batchv1.Failed),
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels, Annotations: pod.Annotations, Finalizers: pod.Finalizers},
+			Spec:       pod.Spec,
+		},
+	}
+	switch job.GetReplicaSpecs()[rtype].RestartPolicy {
+	case kubeflowv1.RestartPolicyAlways:
+		spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	case kubeflowv1.RestartPolicyExitCode:
+		programs := make([]int32, 0, 127)
+		for code := int32(1); code < 128; code++ {
+			programs = append(programs, code)
+		}
+		spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+			Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: ptr.To(mainContainer(fw, job, rtype)), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: programs,
+			},
+		}}}
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels, OwnerReferences: pod.OwnerReferences},
+		Spec:       spec,
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,44 +34,85 @@ import (
 // (Of): listing them from the cache copied every pod into the list, on every reconcile. A
 // reconcile woken by an event sees the children with that event applied; the cached objects are
 // shared, and read only.
+//
+// The batch Jobs a job controls (Framework.RunsAsJob) are its children too, and so are their
+// pods, which the Job controls: an event of such a pod goes to the job that controls its Job.
 type ChildEvents struct {
 	cache cache.Cache
+	jobs  cache.Cache // the batch Jobs; nil: no framework runs replicas as Jobs
 	batch time.Duration
 
 	mu       sync.RWMutex
 	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request] // by job kind
 	regs     []toolscache.ResourceEventHandlerRegistration                      // nil until started
 	families map[types.UID]*family                                              // by the controller's UID
+	// viaJob are the pods of batch Jobs, by the Job's UID, and parents the controller of each
+	// batch Job in a family, by its UID (a pod's event may come before its Job's).
+	viaJob  map[types.UID]map[types.UID]*corev1.Pod
+	parents map[types.UID]metav1.OwnerReference
 }
 
-// family is a job's pods and services, by their UIDs.
+// family is a job's pods, services and batch Jobs, by their UIDs.
 type family struct {
 	pods     map[types.UID]*corev1.Pod
 	services map[types.UID]*corev1.Service
+	jobs     map[types.UID]*batchv1.Job
+}
+
+func (f *family) empty() bool { return len(f.pods)+len(f.services)+len(f.jobs) == 0 }
+
+// Family is what a job controls as the events have shown it, each list sorted by name: its
+// pods and those of its batch Jobs, its services and its batch Jobs. A batch Job that finished
+// and was deleted since (its ttlSecondsAfterFinished) stays, with a deletion time, until the job
+// is forgotten: the job's verdict may not have been planned from it yet.
+type Family struct {
+	Pods     []*corev1.Pod
+	Services []*corev1.Service
+	Jobs     []*batchv1.Job
 }
 
 // NewChildEvents routes the events of the pods and services in c. A job is planned batch after
 // the first event of its children that it has not been planned for, with every event seen by
 // then: a job's pods are created, start and finish close together, and each of those events
 // alone would plan the whole job again (as the Kubernetes Job controller batches its pods'
-// events for a second). 0: at once.
-func NewChildEvents(c cache.Cache, batch time.Duration) *ChildEvents {
-	return &ChildEvents{cache: c, batch: batch, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{}, families: map[types.UID]*family{}}
+// events for a second). 0: at once. jobs holds the batch Jobs (nil: none are watched).
+func NewChildEvents(c, jobs cache.Cache, batch time.Duration) *ChildEvents {
+	return &ChildEvents{cache: c, jobs: jobs, batch: batch, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
+		families: map[types.UID]*family{}, viaJob: map[types.UID]map[types.UID]*corev1.Pod{}, parents: map[types.UID]metav1.OwnerReference{}}
 }
 
-// Of returns the pods and services the job of that UID controls, sorted by name.
-func (c *ChildEvents) Of(job types.UID) ([]*corev1.Pod, []*corev1.Service) {
+// Of returns what the job of that UID controls.
+func (c *ChildEvents) Of(job types.UID) Family {
+	var out Family
 	c.mu.RLock()
-	f := c.families[job]
-	var pods []*corev1.Pod
-	var services []*corev1.Service
-	if f != nil {
-		pods, services = slices.Collect(maps.Values(f.pods)), slices.Collect(maps.Values(f.services))
+	if f := c.families[job]; f != nil {
+		out.Pods, out.Services, out.Jobs = slices.Collect(maps.Values(f.pods)), slices.Collect(maps.Values(f.services)), slices.Collect(maps.Values(f.jobs))
+		for uid := range f.jobs {
+			out.Pods = slices.AppendSeq(out.Pods, maps.Values(c.viaJob[uid]))
+		}
 	}
 	c.mu.RUnlock()
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(services, func(a, b *corev1.Service) int { return strings.Compare(a.Name, b.Name) })
-	return pods, services
+	byName := func(a, b client.Object) int { return strings.Compare(a.GetName(), b.GetName()) }
+	slices.SortFunc(out.Pods, func(a, b *corev1.Pod) int { return byName(a, b) })
+	slices.SortFunc(out.Services, func(a, b *corev1.Service) int { return byName(a, b) })
+	slices.SortFunc(out.Jobs, func(a, b *batchv1.Job) int { return byName(a, b) })
+	return out
+}
+
+// Forget drops what is kept of the job of that UID, which is gone: the batch Jobs kept since
+// their deletion (see Family), and the pods of its Jobs.
+func (c *ChildEvents) Forget(job types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.families[job]
+	if f == nil {
+		return
+	}
+	for uid := range f.jobs {
+		delete(c.viaJob, uid)
+		delete(c.parents, uid)
+	}
+	delete(c.families, job)
 }
 
 // Source is the source of the controller of kind's jobs: the events of the pods and services
@@ -82,7 +124,7 @@ type childSource struct {
 	kind   string
 }
 
-func (s childSource) String() string { return "pods and services of " + s.kind + " jobs" }
+func (s childSource) String() string { return "pods, services and batch Jobs of " + s.kind + " jobs" }
 
 // Start registers the controller's queue and, the first time, the handlers. A kind whose queue
 // comes later misses nothing it needs: the first events of an informer are those of the
@@ -96,8 +138,12 @@ func (s childSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInt
 		return nil
 	}
 	handlers := toolscache.ResourceEventHandlerFuncs{AddFunc: c.add, UpdateFunc: c.update, DeleteFunc: c.delete}
-	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}} {
-		inf, err := c.cache.GetInformer(ctx, obj)
+	caches, objs := []cache.Cache{c.cache, c.cache}, []client.Object{&corev1.Pod{}, &corev1.Service{}}
+	if c.jobs != nil {
+		caches, objs = append(caches, c.jobs), append(objs, &batchv1.Job{})
+	}
+	for i, obj := range objs {
+		inf, err := caches[i].GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("watching %T: %w", obj, err)
 		}
@@ -120,12 +166,16 @@ func (s childSource) WaitForSync(ctx context.Context) error {
 		synced[i] = r.HasSynced
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("waiting for the pods and services of %s jobs: %w", s.kind, ctx.Err())
+		return fmt.Errorf("waiting for the pods, services and batch Jobs of %s jobs: %w", s.kind, ctx.Err())
 	}
 	return nil
 }
 
 func (c *ChildEvents) add(obj any) {
+	if pod, job := podOfJob(obj); pod != nil {
+		c.keepJobPod(pod, job, true, true)
+		return
+	}
 	if o, ref := jobChild(obj); ref != nil {
 		c.keep(o, ref, true)
 		c.enqueue(o, ref)
@@ -133,6 +183,15 @@ func (c *ChildEvents) add(obj any) {
 }
 
 func (c *ChildEvents) update(old, new any) {
+	oldPod, oldJob := podOfJob(old)
+	newPod, newJob := podOfJob(new)
+	if oldPod != nil && newJob != oldJob {
+		c.keepJobPod(oldPod, oldJob, false, true)
+	}
+	if newPod != nil {
+		c.keepJobPod(newPod, newJob, true, oldPod == nil || !sameButVersion(oldPod, newPod))
+		return
+	}
 	o, was := jobChild(old)
 	n, ref := jobChild(new)
 	if was != nil && (ref == nil || was.UID != ref.UID) {
@@ -154,9 +213,60 @@ func (c *ChildEvents) delete(obj any) {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
+	if pod, job := podOfJob(obj); pod != nil {
+		c.keepJobPod(pod, job, false, true)
+		return
+	}
 	if o, ref := jobChild(obj); ref != nil {
-		c.keep(o, ref, false)
+		if j, ok := o.(*batchv1.Job); ok && jobFinished(j) != nil {
+			// Kept until the job is forgotten: its verdict may not be planned yet (see Family).
+			gone := j.DeepCopy()
+			if gone.DeletionTimestamp == nil {
+				gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+			}
+			c.keep(gone, ref, true)
+		} else {
+			c.keep(o, ref, false)
+		}
 		c.enqueue(o, ref)
+	}
+}
+
+// podOfJob is obj and the UID of the batch Job that controls it, if obj is a pod a Job controls.
+func podOfJob(obj any) (*corev1.Pod, types.UID) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, ""
+	}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.APIVersion != batchv1.SchemeGroupVersion.String() || ref.Kind != "Job" {
+		return nil, ""
+	}
+	return pod, ref.UID
+}
+
+// keepJobPod adds pod to (or, !there, removes it from) the pods of the batch Job of that UID,
+// and when wake, plans the job that controls the Job, if one is known.
+func (c *ChildEvents) keepJobPod(pod *corev1.Pod, job types.UID, there, wake bool) {
+	c.mu.Lock()
+	pods := c.viaJob[job]
+	switch {
+	case there && pods == nil:
+		pods = map[types.UID]*corev1.Pod{}
+		c.viaJob[job] = pods
+		fallthrough
+	case there:
+		pods[pod.UID] = pod
+	default:
+		delete(pods, pod.UID)
+		if len(pods) == 0 {
+			delete(c.viaJob, job)
+		}
+	}
+	ref, known := c.parents[job]
+	c.mu.Unlock()
+	if wake && known {
+		c.enqueue(pod, &ref)
 	}
 }
 
@@ -182,7 +292,7 @@ func (c *ChildEvents) keep(o client.Object, ref *metav1.OwnerReference, there bo
 		if !there {
 			return
 		}
-		f = &family{pods: map[types.UID]*corev1.Pod{}, services: map[types.UID]*corev1.Service{}}
+		f = &family{pods: map[types.UID]*corev1.Pod{}, services: map[types.UID]*corev1.Service{}, jobs: map[types.UID]*batchv1.Job{}}
 		c.families[ref.UID] = f
 	}
 	switch o := o.(type) {
@@ -198,8 +308,16 @@ func (c *ChildEvents) keep(o client.Object, ref *metav1.OwnerReference, there bo
 		} else {
 			delete(f.services, o.UID)
 		}
+	case *batchv1.Job:
+		if there {
+			f.jobs[o.UID], c.parents[o.UID] = o, *ref
+		} else {
+			delete(f.jobs, o.UID)
+			delete(c.parents, o.UID)
+			delete(c.viaJob, o.UID)
+		}
 	}
-	if len(f.pods) == 0 && len(f.services) == 0 {
+	if f.empty() {
 		delete(c.families, ref.UID)
 	}
 }
@@ -234,6 +352,9 @@ func sameButVersion(old, new client.Object) bool {
 		return ok && sameMetaButVersion(&o.ObjectMeta, &n.ObjectMeta) && reflect.DeepEqual(&o.Spec, &n.Spec) && reflect.DeepEqual(&o.Status, &n.Status)
 	case *corev1.Service:
 		n, ok := new.(*corev1.Service)
+		return ok && sameMetaButVersion(&o.ObjectMeta, &n.ObjectMeta) && reflect.DeepEqual(&o.Spec, &n.Spec) && reflect.DeepEqual(&o.Status, &n.Status)
+	case *batchv1.Job:
+		n, ok := new.(*batchv1.Job)
 		return ok && sameMetaButVersion(&o.ObjectMeta, &n.ObjectMeta) && reflect.DeepEqual(&o.Spec, &n.Spec) && reflect.DeepEqual(&o.Status, &n.Status)
 	}
 	return false

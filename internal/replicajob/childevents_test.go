@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +18,7 @@ import (
 )
 
 func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T) {
-	c := NewChildEvents(nil, 0)
+	c := NewChildEvents(nil, nil, 0)
 	queue := func() workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	}
@@ -104,7 +105,7 @@ func TestChildEventsGoToTheirKindsQueueWhenWhatTheCacheKeepsChanged(t *testing.T
 }
 
 func TestChildEventsKeepEachJobsChildren(t *testing.T) {
-	c := NewChildEvents(nil, 0)
+	c := NewChildEvents(nil, nil, 0)
 	owner := func(uid types.UID) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "a", UID: uid, Controller: ptr.To(true)}}
 	}
@@ -112,15 +113,7 @@ func TestChildEventsKeepEachJobsChildren(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, OwnerReferences: owner(job)}}
 	}
 	names := func(job types.UID) []string {
-		pods, services := c.Of(job)
-		var out []string
-		for _, p := range pods {
-			out = append(out, "pod/"+p.Name)
-		}
-		for _, s := range services {
-			out = append(out, "service/"+s.Name)
-		}
-		return out
+		return familyNames(c.Of(job))
 	}
 	w1, w0 := pod("a-worker-1", "p1", "j"), pod("a-worker-0", "p0", "j")
 	c.add(w1)
@@ -133,7 +126,7 @@ func TestChildEventsKeepEachJobsChildren(t *testing.T) {
 	running := w0.DeepCopy()
 	running.Status.Phase = corev1.PodRunning
 	c.update(w0, running)
-	if pods, _ := c.Of("j"); pods[0].Status.Phase != corev1.PodRunning {
+	if pods := c.Of("j").Pods; pods[0].Status.Phase != corev1.PodRunning {
 		t.Errorf("after an update, a-worker-0 is %q, want the updated pod", pods[0].Status.Phase)
 	}
 	// The same name again: the old pod's deletion, seen late, leaves its replacement.
@@ -157,13 +150,91 @@ func TestChildEventsKeepEachJobsChildren(t *testing.T) {
 	}
 }
 
+// familyNames are the kinds and names of what f holds, in its order.
+func familyNames(f Family) []string {
+	var out []string
+	for _, p := range f.Pods {
+		out = append(out, "pod/"+p.Name)
+	}
+	for _, s := range f.Services {
+		out = append(out, "service/"+s.Name)
+	}
+	for _, j := range f.Jobs {
+		out = append(out, "job/"+j.Name)
+	}
+	return out
+}
+
+func TestChildEventsKeepBatchJobsAndTheirPodsWithTheJob(t *testing.T) {
+	c := NewChildEvents(nil, nil, 0)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	c.queues["MPIJob"] = q
+	launcher := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher", UID: "l", ResourceVersion: "1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "MPIJob", Name: "pi", UID: "j", Controller: ptr.To(true)}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher-x7k2p", UID: "p", ResourceVersion: "1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "pi-launcher", UID: "l", Controller: ptr.To(true)}}}}
+	drain := func() int {
+		n := q.Len()
+		for range n {
+			r, _ := q.Get()
+			q.Done(r)
+		}
+		return n
+	}
+
+	c.add(pod) // before its Job: kept, but no job to plan yet
+	if n := drain(); n != 0 {
+		t.Errorf("a pod of a Job not seen yet queued %d requests", n)
+	}
+	c.add(launcher)
+	if got, want := familyNames(c.Of("j")), []string{"pod/pi-launcher-x7k2p", "job/pi-launcher"}; !slices.Equal(got, want) {
+		t.Errorf("the MPIJob's children %v, want %v", got, want)
+	}
+	drain()
+	running := pod.DeepCopy()
+	running.ResourceVersion, running.Status.Phase = "2", corev1.PodRunning
+	c.update(pod, running)
+	if n := drain(); n != 1 {
+		t.Errorf("the launcher pod running queued the MPIJob %d times, want once", n)
+	}
+	if pods := c.Of("j").Pods; len(pods) != 1 || pods[0].Status.Phase != corev1.PodRunning {
+		t.Errorf("after the update, the launcher pods are %v", pods)
+	}
+
+	// Finished and deleted at once (ttlSecondsAfterFinished: 0): how it ended is kept.
+	done := launcher.DeepCopy()
+	done.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	c.update(launcher, done)
+	c.delete(done)
+	c.delete(running)
+	jobs := c.Of("j").Jobs
+	if len(jobs) != 1 || jobs[0].DeletionTimestamp == nil || jobFinished(jobs[0]) == nil {
+		t.Fatalf("a finished Job deleted: kept %v, want it with its conditions and a deletion time", jobs)
+	}
+	if done.DeletionTimestamp != nil {
+		t.Error("keeping the deleted Job changed the informer's object")
+	}
+	c.Forget("j")
+	if len(c.families)+len(c.viaJob)+len(c.parents) != 0 {
+		t.Errorf("forgetting the MPIJob left %d families, %d Jobs' pods, %d Jobs' parents", len(c.families), len(c.viaJob), len(c.parents))
+	}
+
+	// Deleted before it finished: gone, to be made again.
+	c.add(launcher)
+	c.delete(launcher)
+	if f := c.Of("j"); len(f.Jobs) != 0 {
+		t.Errorf("a Job deleted before it finished is kept: %v", familyNames(f))
+	}
+}
+
 func TestChildEventsOfOneJobWithinABatchPlanItOnce(t *testing.T) {
 	const batch = 500 * time.Millisecond
 	clk := clocktesting.NewFakeClock(time.Now())
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
 		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
 	defer q.ShutDown()
-	c := NewChildEvents(nil, batch)
+	c := NewChildEvents(nil, nil, batch)
 	c.queues["TFJob"] = q
 	owner := []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "TFJob", Name: "a", UID: "j", Controller: ptr.To(true)}}
 	pod := func(name string, phase corev1.PodPhase) *corev1.Pod {

@@ -17,10 +17,19 @@ func (p *planner) finished() {
 	p.cleanPods(*p.job.GetRunPolicy().CleanPodPolicy)
 }
 
-// cleanPods deletes the pods the policy names, with their services.
+// cleanPods deletes the pods the policy names, with their services, and the batch Jobs whose
+// pods it names: under All every one, under Running those not finished (the Job would replace a
+// pod deleted alone). A finished Job stays otherwise, with its pod's logs, until its TTL.
 func (p *planner) cleanPods(policy kubeflowv1.CleanPodPolicy) {
 	if policy == kubeflowv1.CleanPodPolicyNone {
 		return
+	}
+	for _, jobs := range p.kids.jobs {
+		for _, j := range jobs {
+			if policy == kubeflowv1.CleanPodPolicyAll || jobFinished(j) == nil {
+				p.deleteJob(j)
+			}
+		}
 	}
 	for rtype, pods := range p.kids.pods {
 		for index, pod := range pods {

@@ -144,9 +144,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 	return reconcile.Result{}, false, nil
 }
 
-// writeChildren carries out a plan's writes to pods and services: restart marks first (a failed
-// pod's retry must be recorded before the pod goes), then deletions, then creations, each group
-// concurrently. It returns Warning events for what failed, and the errors. servicesRefused says
+// writeChildren carries out a plan's writes to pods, services and batch Jobs: restart marks
+// first (a failed pod's retry must be recorded before the pod goes), then deletions, then
+// creations, each group concurrently. It returns Warning events for what failed, and the errors. servicesRefused says
 // the job's services were refused last time.
 func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Plan, servicesRefused bool) ([]Event, error) {
 	key, uid := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID()
@@ -176,7 +176,7 @@ func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Pl
 		events = append(events, summarize("FailedDelete", "deleting", kind, err)...)
 		errs = append(errs, err)
 	}
-	create := func(kind string, objs []client.Object) {
+	create := func(kind string, objs []client.Object) error {
 		err := r.parallel(objs, func(o client.Object) error {
 			log.V(4).Info("creating", "kind", kind, "name", o.GetName())
 			ctx, end := tracing.Start(ctx, "create "+kind, kind, o.GetNamespace(), o.GetName())
@@ -189,17 +189,18 @@ func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Pl
 		})
 		events = append(events, summarize("FailedCreate", "creating", kind, err)...)
 		errs = append(errs, err)
-		switch {
-		case kind == "Pod" && len(objs) > 0:
-			r.noteRefusal(key, uid, firstOf(err))
-		case kind == "Service" && (len(objs) > 0 || servicesRefused): // none to create: no refusal stands (a scale-down, say)
-			r.noteServiceRefusal(key, uid, firstOf(err))
-		}
+		return err
 	}
+	del("Job", objects(p.DeleteJobs))
 	del("Pod", objects(p.DeletePods))
 	del("Service", objects(p.DeleteServices))
-	create("Service", objects(p.CreateServices))
-	create("Pod", objects(p.CreatePods))
+	if err := create("Service", objects(p.CreateServices)); len(p.CreateServices) > 0 || servicesRefused {
+		r.noteServiceRefusal(key, uid, firstOf(err)) // none to create: no refusal stands (a scale-down, say)
+	}
+	podsErr := create("Pod", objects(p.CreatePods))
+	if jobsErr := create("Job", objects(p.CreateJobs)); len(p.CreatePods)+len(p.CreateJobs) > 0 {
+		r.noteRefusal(key, uid, firstOf(errors.Join(podsErr, jobsErr)))
+	}
 	return events, errors.Join(errs...)
 }
 

@@ -3,7 +3,6 @@ package replicajob
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,8 +20,8 @@ type pending struct {
 	// shows the job at that version, it has not seen the write.
 	statusBase string
 	since      time.Time
-	creates    map[string]bool    // "pod/<name>" or "service/<name>"
-	deletes    map[types.UID]bool // pods and services
+	creates    map[string]bool    // "pod/<name>", "service/<name>" or "job/<name>"
+	deletes    map[types.UID]bool // pods, services and batch Jobs
 	restarts   map[string]string  // service name -> AnnotationRestartedPod value written
 }
 
@@ -34,6 +33,12 @@ func (m *memory) expect(key types.NamespacedName, uid types.UID, p *Plan, now ti
 	}
 	for _, svc := range p.CreateServices {
 		w.creates["service/"+svc.Name] = true
+	}
+	for _, j := range p.CreateJobs {
+		w.creates["job/"+j.Name] = true
+	}
+	for _, j := range p.DeleteJobs {
+		w.deletes[j.UID] = true
 	}
 	for _, pod := range p.DeletePods {
 		w.deletes[pod.UID] = true
@@ -91,8 +96,8 @@ func forgetWrite(w *pending, create string, uid types.UID) {
 }
 
 // satisfied reports whether the cache shows every write recorded for the job (with this UID and
-// resourceVersion).
-func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, pods []*corev1.Pod, services []*corev1.Service, now time.Time) bool {
+// resourceVersion), given what it controls.
+func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, kids Family, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.jobs[key]
@@ -108,13 +113,19 @@ func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, p
 		w.statusBase = ""
 	}
 	seen := map[types.UID]bool{}
-	for _, p := range pods {
+	for _, j := range kids.Jobs {
+		delete(w.creates, "job/"+j.Name)
+		if j.DeletionTimestamp == nil {
+			seen[j.UID] = true
+		}
+	}
+	for _, p := range kids.Pods {
 		delete(w.creates, "pod/"+p.Name)
 		if p.DeletionTimestamp == nil {
 			seen[p.UID] = true
 		}
 	}
-	for _, s := range services {
+	for _, s := range kids.Services {
 		delete(w.creates, "service/"+s.Name)
 		if s.DeletionTimestamp == nil {
 			seen[s.UID] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	batchv1 "k8s.io/api/batch/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,10 +33,12 @@ import (
 // annotation).
 var networkPolicyKind = networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")
 
-// NewExtrasCache is the engine's cache of its extras' metadata: the objects of the frameworks'
-// ExtraKinds and NetworkPolicies that carry the operator-name label of one of the frameworks (as
-// every extra does), in the manager's namespaces. Metadata only: all the engine reads of them is
-// that they are gone.
+// NewExtrasCache is the engine's cache of what it makes beside pods and services: the objects of
+// the frameworks' ExtraKinds and NetworkPolicies that carry the operator-name label of one of the
+// frameworks (as every extra does), in the manager's namespaces, and the batch Jobs of replicas
+// that run as Jobs (Framework.RunsAsJob), which carry it too. The extras' metadata only: all the
+// engine reads of them is that they are gone; the batch Jobs without their spec (ChildEvents
+// keeps them, and the engine reads their metadata and status).
 func NewExtrasCache(mgr ctrl.Manager, namespaces []string, frameworks []framework.Framework) (cache.Cache, error) {
 	names := make([]string, 0, len(frameworks))
 	for _, fw := range frameworks {
@@ -46,7 +49,19 @@ func NewExtrasCache(mgr ctrl.Manager, namespaces []string, frameworks []framewor
 	if err != nil {
 		return nil, err
 	}
-	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*req), nil)
+	jobs := cache.ByObject{Transform: func(obj any) (any, error) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			j.ManagedFields, j.Spec = nil, batchv1.JobSpec{}
+		}
+		return obj, nil
+	}}
+	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*req), map[client.Object]cache.ByObject{&batchv1.Job{}: jobs})
+}
+
+// RunJobs says whether one of the frameworks runs replicas as batch Jobs, which the engine then
+// watches (NewChildEvents).
+func RunJobs(frameworks []framework.Framework) bool {
+	return slices.ContainsFunc(frameworks, func(fw framework.Framework) bool { return fw.RunsAsJob != nil })
 }
 
 // extraSources are the watches of the reconciler's extras in c: a deletion plans the job again,

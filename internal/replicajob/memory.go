@@ -110,9 +110,13 @@ func (m *memory) extrasSynced(key types.NamespacedName, was jobMemory, digest [s
 	})
 }
 
-// forget drops everything remembered of a job that is gone.
-func (m *memory) forget(key types.NamespacedName) {
+// forget drops everything remembered of a job that is gone, and returns the UID it had.
+func (m *memory) forget(key types.NamespacedName) (uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if j := m.jobs[key]; j != nil {
+		uid = j.uid
+	}
 	delete(m.jobs, key)
+	return uid
 }

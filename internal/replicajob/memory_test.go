@@ -17,15 +17,15 @@ func TestMemoryIsOneJobsAndForgetDropsAllOfIt(t *testing.T) {
 	if got := m.of(key, "a"); got.refused != "quota" || !got.secretsCreated || got.carried["p"] != 1 {
 		t.Errorf("memory of job a = %+v", got)
 	}
-	if m.satisfied(key, "a", "7", nil, nil, time.Unix(1, 0)) {
+	if m.satisfied(key, "a", "7", Family{}, time.Unix(1, 0)) {
 		t.Error("satisfied while the cache still shows the job at the version the status was written on")
 	}
-	if got := m.of(key, "b"); got.refused != "" || got.secretsCreated || got.carried != nil || !m.satisfied(key, "b", "7", nil, nil, time.Unix(1, 0)) {
+	if got := m.of(key, "b"); got.refused != "" || got.secretsCreated || got.carried != nil || !m.satisfied(key, "b", "7", Family{}, time.Unix(1, 0)) {
 		t.Errorf("a new job of the same name remembers %+v", got)
 	}
 	m.update(key, "a", func(*jobMemory) {})
 	m.forget(key)
-	if got := m.of(key, "a"); got.refused != "" || got.secretsCreated || !m.satisfied(key, "a", "7", nil, nil, time.Unix(1, 0)) {
+	if got := m.of(key, "a"); got.refused != "" || got.secretsCreated || !m.satisfied(key, "a", "7", Family{}, time.Unix(1, 0)) {
 		t.Errorf("after forget: %+v", got)
 	}
 }

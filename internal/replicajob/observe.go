@@ -5,7 +5,10 @@ import (
 	"slices"
 	"strconv"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -18,27 +21,48 @@ const exitCodeUnknown = 0xbeef
 // children are a job's pods and services as the cache shows them now, by replica type and index.
 // Objects whose type the spec no longer has, or whose index label is unreadable, are strays. A
 // service of no replica type at all is one of the job's extras (MPI's Service of the whole job,
-// for a job written at mpi-operator's API): jobServices, by name.
+// for a job written at mpi-operator's API): jobServices, by name. The batch Jobs of replicas that
+// run as Jobs (Framework.RunsAsJob) are grouped like pods, and their pods by the Job's UID.
 type children struct {
 	pods        map[kubeflowv1.ReplicaType]map[int]*corev1.Pod
 	services    map[kubeflowv1.ReplicaType]map[int]*corev1.Service
+	jobs        map[kubeflowv1.ReplicaType]map[int]*batchv1.Job
+	jobPods     map[types.UID][]*corev1.Pod
 	strayPods   []*corev1.Pod
 	strayServes []*corev1.Service
+	strayJobs   []*batchv1.Job
 	jobServices map[string]bool
 }
 
-func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service) children {
+func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod, services []*corev1.Service, jobs []*batchv1.Job) children {
 	c := children{
 		pods:     map[kubeflowv1.ReplicaType]map[int]*corev1.Pod{},
 		services: map[kubeflowv1.ReplicaType]map[int]*corev1.Service{},
+		jobs:     map[kubeflowv1.ReplicaType]map[int]*batchv1.Job{},
 	}
 	byLower := map[string]kubeflowv1.ReplicaType{}
 	for rtype := range job.GetReplicaSpecs() {
 		byLower[string(toLower(rtype))] = rtype
 		c.pods[rtype] = map[int]*corev1.Pod{}
 		c.services[rtype] = map[int]*corev1.Service{}
+		c.jobs[rtype] = map[int]*batchv1.Job{}
+	}
+	for _, j := range jobs {
+		rtype, index, ok := replicaOf(byLower, j.Labels)
+		if !ok {
+			c.strayJobs = append(c.strayJobs, j)
+			continue
+		}
+		c.jobs[rtype][index] = j
 	}
 	for _, p := range pods {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() {
+			if c.jobPods == nil {
+				c.jobPods = map[types.UID][]*corev1.Pod{}
+			}
+			c.jobPods[ref.UID] = append(c.jobPods[ref.UID], p)
+			continue
+		}
 		rtype, index, ok := replicaOf(byLower, p.Labels)
 		if !ok {
 			c.strayPods = append(c.strayPods, p)

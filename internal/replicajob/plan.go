@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -43,6 +44,10 @@ type Plan struct {
 	DeletePods     []*corev1.Pod
 	CreateServices []*corev1.Service
 	DeleteServices []*corev1.Service
+	// CreateJobs and DeleteJobs are the batch Jobs of replicas that run as Jobs
+	// (Framework.RunsAsJob).
+	CreateJobs []*batchv1.Job
+	DeleteJobs []*batchv1.Job
 	// MarkRestarts are services whose retry history must be written before their failed pod is
 	// deleted (see AnnotationRestarts).
 	MarkRestarts []restartMark
@@ -139,6 +144,8 @@ func (p *planner) take() bool {
 type Inputs struct {
 	Pods     []*corev1.Pod
 	Services []*corev1.Service
+	// Jobs are the batch Jobs of replicas that run as Jobs; Pods include their pods.
+	Jobs []*batchv1.Job
 	// Now is the time of the reconcile; Seen when the job's status change not yet written was
 	// first seen (zero: now): a paced first write still says the job was created and started then.
 	Now, Seen time.Time
@@ -176,7 +183,7 @@ func plan(fw framework.Framework, ps plugins, job framework.Job, in Inputs) (*Pl
 	}
 	p := &planner{
 		fw: fw, plugins: ps, job: job, now: metav1.NewTime(in.Now), seen: metav1.NewTime(in.Seen),
-		kids: groupChildren(fw, job, in.Pods, in.Services), in: in,
+		kids: groupChildren(fw, job, in.Pods, in.Services, in.Jobs), in: in,
 		plan: &Plan{Status: *job.GetJobStatus().DeepCopy()},
 	}
 	perReplica := 1
@@ -226,7 +233,12 @@ func (p *planner) setCondition(t kubeflowv1.JobConditionType, status corev1.Cond
 }
 
 func (p *planner) setConditionAt(at metav1.Time, t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
-	c := kubeflowv1.JobCondition{Type: t, Status: status, Reason: p.fw.Kind + reason, Message: msg}
+	p.setConditionReason(at, t, status, p.fw.Kind+reason, msg)
+}
+
+// setConditionReason is setConditionAt with the condition's whole reason, not the kind's own.
+func (p *planner) setConditionReason(at metav1.Time, t kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) {
+	c := kubeflowv1.JobCondition{Type: t, Status: status, Reason: reason, Message: msg}
 	first := getCondition(&p.plan.Status, t) == nil
 	if !setCondition(&p.plan.Status, c, at) {
 		return
@@ -301,6 +313,14 @@ func (p *planner) stuckPod() string {
 				return why
 			}
 		}
+		jobs := p.kids.jobs[rtype]
+		for _, index := range slices.Sorted(maps.Keys(jobs)) {
+			for _, pod := range p.kids.jobPods[jobs[index].UID] {
+				if _, why := stuck.Pod(pod, "pod "+pod.Name); why != "" {
+					return why
+				}
+			}
+		}
 	}
 	return ""
 }
@@ -344,6 +364,10 @@ type observed struct {
 	failed []failedPod
 	// retries sums the retries of every replica index (see AnnotationRestarts).
 	retries int32
+	// jobRetries are the most retries one replica's batch Job made (Framework.RunsAsJob), and
+	// jobFailed the first such Job that failed for good.
+	jobRetries int32
+	jobFailed  *jobFailure
 	// comingBack counts, per type, replicas that were restarted and whose new pod does not run yet.
 	comingBack map[kubeflowv1.ReplicaType]int32
 }
@@ -381,14 +405,37 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.deleteService(svc)
 		}
 	}
-	services := p.fw.HasServices(p.job)
+	for index, j := range p.kids.jobs[rtype] {
+		if index >= n {
+			p.deleteJob(j)
+		}
+	}
+	services, jobs := p.fw.HasServices(p.job), p.fw.JobReplica(p.job, rtype)
 	var waits *bool // whether rtype's pods wait for others to be ready; asked once a pod is missing
+	// held says whether a missing replica is not created now: held by the gang, by an object in
+	// the way of an extra or by replicas it waits to be ready, or left for the next batch.
+	held := func() bool {
+		if waits == nil {
+			w, why := p.waitsForReady(rtype)
+			if waits = &w; w {
+				p.waiting = append(p.waiting, why)
+			}
+		}
+		return p.in.HoldPods || p.in.Conflict != "" || *waits || !p.take()
+	}
 	for index := range n {
 		svc := p.kids.services[rtype][index]
 		if svc == nil && services && p.take() {
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
 		pod := p.kids.pods[rtype][index]
+		if jobs && pod == nil {
+			// A pod of its own is a replica made before its type ran as a Job: it goes on as a pod.
+			if err := p.jobReplica(rtype, index, &count, done, seen, held); err != nil {
+				return count, err
+			}
+			continue
+		}
 		restarts, counted, replaced := serviceRestarts(svc, pod)
 		if !services {
 			restarts, replaced = p.podRestarts(rtype, index, pod)
@@ -405,15 +452,7 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 		}
 		if pod == nil {
 			seen.retries += restarts
-			if waits == nil {
-				w, why := p.waitsForReady(rtype)
-				if waits = &w; w {
-					p.waiting = append(p.waiting, why)
-				}
-			}
-			// Held by the gang, by an object in the way of an extra or by replicas it waits to be
-			// ready, or left for the next batch.
-			if p.in.HoldPods || p.in.Conflict != "" || *waits || !p.take() {
+			if held() {
 				continue
 			}
 			desired, err := desiredPod(p.fw, p.plugins, p.job, rtype, index)
@@ -507,6 +546,9 @@ func (p *planner) deleteStrays() {
 	}
 	for _, svc := range p.kids.strayServes {
 		p.deleteService(svc)
+	}
+	for _, j := range p.kids.strayJobs {
+		p.deleteJob(j)
 	}
 }
 

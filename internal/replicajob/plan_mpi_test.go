@@ -4,9 +4,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -183,5 +188,109 @@ func TestPlanMPIJobServiceIsAnExtra(t *testing.T) {
 	}
 	if third.Extras != nil || len(third.DeleteServices) != 0 {
 		t.Errorf("the cache has the job's Service: extras %d planned, services %v deleted; want neither", len(third.Extras), names(third.DeleteServices))
+	}
+}
+
+// Written at v2beta1, the launcher is a batch Job, as mpi-operator's: the engine makes it with
+// the job's run policies, reads the launcher's state from the Job and its pods, ends the job as
+// the Job ends, and deletes it where it would delete the launcher's pod.
+func TestPlanV2beta1LauncherIsABatchJob(t *testing.T) {
+	w := newWorld(mpi.New(mpi.Config{}), builder.MPIJob("pi", "ns").Replicas("Launcher", 1).Replicas("Worker", 2).
+		RestartPolicy("Launcher", kubeflowv1.RestartPolicyExitCode).BackoffLimit(3).ActiveDeadlineSeconds(600).TTLSecondsAfterFinished(0))
+	w.job.SetAnnotations(map[string]string{kubeflowv1.AnnotationAPIVersion: kubeflowv1.APIVersionV2beta1})
+	p := w.plan(t)
+	if diff := cmp.Diff([]string{"pi-worker-0", "pi-worker-1"}, names(p.CreatePods)); diff != "" || len(p.CreateJobs) != 1 {
+		t.Fatalf("pods (-want +got):\n%s\nand Jobs %v, want the launcher's Job", diff, names(p.CreateJobs))
+	}
+	desired := p.CreateJobs[0]
+	spec, pod := desired.Spec, desired.Spec.Template.Spec
+	if desired.Name != "pi-launcher" || desired.Labels[kubeflowv1.LabelReplicaType] != "launcher" || desired.Labels[kubeflowv1.LabelReplicaIndex] != "0" ||
+		desired.OwnerReferences[0].Kind != "MPIJob" || !*desired.OwnerReferences[0].Controller {
+		t.Errorf("the launcher Job is %s with labels %v, owned by %v", desired.Name, desired.Labels, desired.OwnerReferences)
+	}
+	if *spec.BackoffLimit != 3 || *spec.ActiveDeadlineSeconds != 600 || *spec.TTLSecondsAfterFinished != 0 || *spec.PodReplacementPolicy != batchv1.Failed || spec.Suspend != nil {
+		t.Errorf("the launcher Job's run policies: backoffLimit %d, deadline %d, TTL %d, replacement %s, suspend %v",
+			*spec.BackoffLimit, *spec.ActiveDeadlineSeconds, *spec.TTLSecondsAfterFinished, *spec.PodReplacementPolicy, spec.Suspend)
+	}
+	if pod.RestartPolicy != corev1.RestartPolicyNever || pod.Hostname != "pi-launcher" || pod.Subdomain != "pi" || spec.Template.Labels[kubeflowv1.LabelJobName] != "pi" {
+		t.Errorf("the launcher's template: restart %s, hostname %s.%s, labels %v", pod.RestartPolicy, pod.Hostname, pod.Subdomain, spec.Template.Labels)
+	}
+	rule := spec.PodFailurePolicy.Rules[0]
+	if rule.Action != batchv1.PodFailurePolicyActionFailJob || *rule.OnExitCodes.ContainerName != pod.Containers[0].Name ||
+		len(rule.OnExitCodes.Values) != 127 || rule.OnExitCodes.Values[0] != 1 || rule.OnExitCodes.Values[126] != 127 {
+		t.Errorf("ExitCode's pod failure policy: %+v", rule)
+	}
+
+	// The Job exists, its pod pending: the workers run, the job does not yet.
+	w.pod("Worker", 0, corev1.PodRunning, 0)
+	w.pod("Worker", 1, corev1.PodRunning, 0)
+	job := desired.DeepCopy()
+	job.UID, job.Spec = "launcher-job-uid", batchv1.JobSpec{}
+	w.jobs = []*batchv1.Job{job}
+	launcherPod := func(name string, phase corev1.PodPhase, exit int32) *corev1.Pod {
+		created := metav1.NewTime(now.Add(time.Duration(name[len(name)-1]) * time.Second)) // pi-launcher-b after pi-launcher-a
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name), Labels: desired.Spec.Template.Labels, CreationTimestamp: created,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Status: corev1.PodStatus{Phase: phase}}
+		if phase == corev1.PodFailed {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Containers[0].Name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
+		}
+		return p
+	}
+	workers := w.pods
+	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodPending, 0))
+	p = w.plan(t)
+	if len(p.CreateJobs)+len(p.CreatePods)+len(p.DeletePods) != 0 || hasCondition(&p.Status, kubeflowv1.JobRunning) {
+		t.Errorf("launcher pending: creates %v %v, deletes %v, conditions %v", names(p.CreateJobs), names(p.CreatePods), names(p.DeletePods), p.Status.Conditions)
+	}
+	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodRunning, 0))
+	p = w.plan(t)
+	if c := last(p.Status); c.Type != kubeflowv1.JobRunning || c.Reason != "MPIJobRunning" || p.Status.ReplicaStatuses["Launcher"].Active != 1 {
+		t.Errorf("launcher running: %s %s, launcher %+v", c.Type, c.Reason, p.Status.ReplicaStatuses["Launcher"])
+	}
+
+	// Killed, and retried by the Job: Restarting until its new pod runs; the retry counts.
+	job.Status.Failed = 1
+	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodFailed, 137), launcherPod("pi-launcher-b", corev1.PodPending, 0))
+	p = w.plan(t)
+	if c := last(p.Status); c.Type != kubeflowv1.JobRestarting || len(p.DeletePods)+len(p.CreateJobs) != 0 {
+		t.Errorf("launcher retried by its Job: %s, deletes %v, creates %v; want Restarting and nothing written", c.Type, names(p.DeletePods), names(p.CreateJobs))
+	}
+	// Its own retries past the limit, before the Job says it failed: the Job's verdict is awaited.
+	job.Status.Failed = 4
+	if p := w.plan(t); isFinished(&p.Status) {
+		t.Errorf("the Job's retries past backoffLimit: %v, want the Job's own verdict awaited", last(p.Status))
+	}
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodFailed, 137), launcherPod("pi-launcher-b", corev1.PodFailed, 1))
+	p = w.plan(t)
+	want := "Job has reached the specified backoff limit: the launcher's last pod pi-launcher-b exited with code 1"
+	if c := last(p.Status); c.Type != kubeflowv1.JobFailed || c.Reason != "BackoffLimitExceeded" || c.Message != want {
+		t.Errorf("the Job failed: %s %s %q, want Failed BackoffLimitExceeded %q", c.Type, c.Reason, c.Message, want)
+	}
+	// Stored: the running workers go (cleanPodPolicy Running); the finished Job stays.
+	p = afterTheVerdictIsStored(t, w, p)
+	if diff := cmp.Diff([]string{"pi-worker-0", "pi-worker-1"}, names(p.DeletePods)); diff != "" || len(p.DeleteJobs) != 0 {
+		t.Errorf("cleaned up: pods (-want +got):\n%s\nJobs %v", diff, names(p.DeleteJobs))
+	}
+
+	// Succeeded, and deleted at once by its TTL: the job succeeds from what was kept of it.
+	w.job.GetJobStatus().Conditions, w.job.GetJobStatus().CompletionTime = nil, nil
+	job.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}
+	job.DeletionTimestamp = &metav1.Time{Time: now}
+	w.pods = workers
+	if c := last(w.plan(t).Status); c.Type != kubeflowv1.JobSucceeded {
+		t.Errorf("the Job completed and was deleted: %s, want Succeeded", c.Type)
+	}
+
+	// A Job deleted before it finished is made again once gone; suspended, the Job goes.
+	job.Status = batchv1.JobStatus{}
+	if p := w.plan(t); len(p.CreateJobs) != 0 || isFinished(&p.Status) {
+		t.Errorf("the Job going: creates %v, status %v; want to wait for it", names(p.CreateJobs), last(p.Status))
+	}
+	job.DeletionTimestamp = nil
+	w.job.(*kubeflowv1.MPIJob).Spec.RunPolicy.Suspend = ptr.To(true)
+	if p := w.plan(t); len(p.DeleteJobs) != 1 || len(p.DeletePods) != 2 {
+		t.Errorf("suspended: deletes Jobs %v and pods %v, want the launcher's Job and the workers", names(p.DeleteJobs), names(p.DeletePods))
 	}
 }

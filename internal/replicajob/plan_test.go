@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,7 @@ type world struct {
 	job      framework.Job
 	pods     []*corev1.Pod
 	services []*corev1.Service
+	jobs     []*batchv1.Job
 	// carried is what the reconciler keeps between plans (Plan.Carried).
 	carried map[string]int32
 }
@@ -107,7 +109,7 @@ func (w *world) service(name string) *corev1.Service {
 func (w *world) plan(t *testing.T) *Plan {
 	t.Helper()
 	read := w.job.DeepCopyObject()
-	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Carried: w.carried})
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Jobs: w.jobs, Now: now, Carried: w.carried})
 	if err != nil {
 		t.Fatal(err)
 	}

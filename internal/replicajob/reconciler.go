@@ -1,5 +1,5 @@
 // Package replicajob is the engine behind every kubeflow.org/v1 training job: for each replica
-// index one pod and one headless service, restarts under the replica's restart policy, the run
+// index one pod and one headless service (or a batch Job, for a type that runs as one), restarts under the replica's restart policy, the run
 // policies (clean-up, TTL, deadline, backoff, suspend, managedBy) and a status derived from the
 // pods seen now. A reconcile observes the job, plans every write purely (plan.go) and carries
 // the plan out (execute.go). A framework (package framework) supplies only what differs between
@@ -127,20 +127,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	job := r.fw.NewJob()
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mem.forget(req.NamespacedName)
+			if uid := r.mem.forget(req.NamespacedName); uid != "" {
+				r.kids.Forget(uid)
+			}
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !ManagedByKiln(job) || job.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	pods, services := r.kids.Of(job.GetUID())
+	kids := r.kids.Of(job.GetUID())
 	now := r.clock.Now()
-	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), pods, services, now) {
+	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), kids, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 	mem := r.mem.of(req.NamespacedName, job.GetUID())
-	in, group, err := r.observe(ctx, job, mem, pods, services, now)
+	in, group, err := r.observe(ctx, job, mem, kids, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -167,8 +169,8 @@ func (r *Reconciler) validate(job framework.Job, mem jobMemory) field.ErrorList 
 // observe is what a plan decides from besides the job: its children seen now, what the engine
 // remembers of it, and its gang group (built by the GroupPlugin) with what the cache shows of it,
 // read once for the plan and for execute's sync.
-func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, pods []*corev1.Pod, services []*corev1.Service, now time.Time) (Inputs, gang.Seen, error) {
-	in := Inputs{Pods: pods, Services: services, Now: now, Seen: mem.status.since, Carried: mem.carried, Invalid: r.validate(job, mem),
+func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, kids Family, now time.Time) (Inputs, gang.Seen, error) {
+	in := Inputs{Pods: kids.Pods, Services: kids.Services, Jobs: kids.Jobs, Now: now, Seen: mem.status.since, Carried: mem.carried, Invalid: r.validate(job, mem),
 		Refused: mem.refused, RefusedServices: mem.refusedServices, PodConflict: mem.podConflict, Conflict: mem.conflict,
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	var seen gang.Seen

@@ -11,8 +11,10 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
-// suspend deletes every pod and service (whatever cleanPodPolicy says: that is what suspending
-// is for) and reports the job Suspended.
+// suspend deletes every pod, service and batch Job (whatever cleanPodPolicy says: that is what
+// suspending is for) and reports the job Suspended. A batch Job is made again on resume, from
+// the template as it is then (Kueue's admission sets its nodeSelector): a Job's template cannot
+// change once it has started.
 func (p *planner) suspend() {
 	for _, pods := range p.kids.pods {
 		for _, pod := range pods {
@@ -22,6 +24,11 @@ func (p *planner) suspend() {
 	for _, svcs := range p.kids.services {
 		for _, svc := range svcs {
 			p.deleteService(svc)
+		}
+	}
+	for _, jobs := range p.kids.jobs {
+		for _, j := range jobs {
+			p.deleteJob(j)
 		}
 	}
 	p.deleteStrays()

@@ -36,10 +36,13 @@ func (p *planner) verdict(replicas framework.Replicas, seen observed) {
 	switch {
 	case outcome.Succeeded:
 		p.finish(kubeflowv1.JobSucceeded, "Succeeded", outcome.Message)
+	case seen.jobFailed != nil:
+		p.finishAs(kubeflowv1.JobFailed, seen.jobFailed.reason, seen.jobFailed.message)
 	case len(permanent) > 0:
 		p.exited(permanent)
 		p.finish(kubeflowv1.JobFailed, "Failed", p.failedMessage(permanent[0].rtype, replicas[permanent[0].rtype].Failed))
-	case rp.BackoffLimit != nil && retries > *rp.BackoffLimit:
+	case rp.BackoffLimit != nil && retries > *rp.BackoffLimit && seen.jobRetries <= *rp.BackoffLimit:
+		// (A batch Job whose own retries are past the limit fails itself, and says why.)
 		p.exited(retry)
 		p.finish(kubeflowv1.JobFailed, "Failed", fmt.Sprintf("Job %s has failed because it has reached the specified backoff limit", p.job.GetName()))
 	case deadline != nil && !p.now.Time.Before(*deadline):
@@ -99,9 +102,14 @@ func (p *planner) exited(failed []failedPod) {
 // watch event brings the reconcile that cleans up (finished), honouring the clean-pod policy on
 // every terminal path (DECISIONS #4).
 func (p *planner) finish(t kubeflowv1.JobConditionType, reason, msg string) {
-	p.setCondition(t, corev1.ConditionTrue, reason, msg)
+	p.finishAs(t, p.fw.Kind+reason, msg)
+}
+
+// finishAs is finish with the condition's whole reason (one a batch Job gave).
+func (p *planner) finishAs(t kubeflowv1.JobConditionType, reason, msg string) {
+	p.setConditionReason(p.now, t, corev1.ConditionTrue, reason, msg)
 	p.plan.Status.CompletionTime = &p.now
-	p.plan.CreatePods, p.plan.CreateServices, p.plan.MarkRestarts = nil, nil, nil
-	p.plan.DeletePods, p.plan.DeleteServices = nil, nil
+	p.plan.CreatePods, p.plan.CreateServices, p.plan.CreateJobs, p.plan.MarkRestarts = nil, nil, nil, nil
+	p.plan.DeletePods, p.plan.DeleteServices, p.plan.DeleteJobs = nil, nil, nil
 	p.settle()
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -16,44 +18,60 @@ import (
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
 
-// childWriter creates and deletes a job's pods and services. The engine learns what it wrote
+// childWriter creates and deletes a job's pods, services and batch Jobs. The engine learns what it wrote
 // from the cache, never from the apiserver's answer, so the writer asks for the object's metadata
 // only in return and does not decode it: controller-runtime's client decodes every answer, and a
 // deletion's twice more (to JSON and back): decoding was a large part of the CPU kiln spent
 // writing pods and services (measured: docs/performance.md, Measurements behind the code).
 // It is the Wire of the engine's owned.Kit.
-type childWriter struct{ core rest.Interface }
+type childWriter struct{ core, batch rest.Interface }
 
 // newChildWriter writes through the manager's connection (cfg and its HTTP client), in protobuf.
 func newChildWriter(cfg *rest.Config, hc *http.Client) (*childWriter, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.APIPath, cfg.GroupVersion = "/api", &corev1.SchemeGroupVersion
-	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, statuspatch.MetadataOnly
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	core, err := rest.RESTClientForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, fmt.Errorf("building the client of pods and services: %w", err)
+	client := func(apiPath string, gv schema.GroupVersion) (rest.Interface, error) {
+		cfg := rest.CopyConfig(cfg)
+		cfg.APIPath, cfg.GroupVersion = apiPath, &gv
+		cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, statuspatch.MetadataOnly
+		cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+		c, err := rest.RESTClientForConfigAndClient(cfg, hc)
+		if err != nil {
+			return nil, fmt.Errorf("building the client of pods, services and batch Jobs: %w", err)
+		}
+		return c, nil
 	}
-	return &childWriter{core: core}, nil
+	core, err := client("/api", corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := client("/apis", batchv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &childWriter{core: core, batch: batch}, nil
 }
 
 // Create creates o.
 func (w *childWriter) Create(ctx context.Context, o client.Object) error {
-	return statuspatch.Send(ctx, w.core.Post().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Body(o))
+	c, resource := w.of(o)
+	return statuspatch.Send(ctx, c.Post().Namespace(o.GetNamespace()).Resource(resource).Body(o))
 }
 
 // Delete deletes o if it is still the object of that UID, its dependents in the background.
 func (w *childWriter) Delete(ctx context.Context, o client.Object) error {
+	c, resource := w.of(o)
 	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(o.GetUID())}, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-	return statuspatch.Send(ctx, w.core.Delete().Namespace(o.GetNamespace()).Resource(resourceOf(o)).Name(o.GetName()).Body(opts))
+	return statuspatch.Send(ctx, c.Delete().Namespace(o.GetNamespace()).Resource(resource).Name(o.GetName()).Body(opts))
 }
 
-func resourceOf(o client.Object) string {
+// of is the client and resource of o's kind.
+func (w *childWriter) of(o client.Object) (rest.Interface, string) {
 	switch o.(type) {
 	case *corev1.Pod:
-		return "pods"
+		return w.core, "pods"
 	case *corev1.Service:
-		return "services"
+		return w.core, "services"
+	case *batchv1.Job:
+		return w.batch, "jobs"
 	}
-	panic(fmt.Sprintf("replicajob writes pods and services, not %T", o))
+	panic(fmt.Sprintf("replicajob writes pods, services and batch Jobs, not %T", o))
 }

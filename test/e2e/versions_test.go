@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,7 +49,7 @@ func TestMPIOperatorPiExample(t *testing.T) {
 			if p.Status.Phase == corev1.PodRunning {
 				running++
 			}
-			if p.Name == "pi-launcher" {
+			if p.Labels[kubeflowv1.LabelReplicaType] == "launcher" {
 				launcher = p
 			}
 		}
@@ -84,6 +85,21 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	}
 	if launcher.Spec.Hostname != "pi-launcher" || launcher.Spec.Subdomain != "pi" {
 		t.Errorf("the launcher's hostname %q, subdomain %q: want pi-launcher under pi", launcher.Spec.Hostname, launcher.Spec.Subdomain)
+	}
+	// The launcher is a batch Job pi-launcher, as mpi-operator's, with the job's run policies.
+	var launcherJob batchv1.Job
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-launcher"}, &launcherJob); err != nil {
+		t.Fatalf("the launcher's Job: %v", err)
+	}
+	if ref := metav1.GetControllerOf(&launcher); ref == nil || ref.Kind != "Job" || ref.UID != launcherJob.UID {
+		t.Errorf("the launcher pod %s is controlled by %v, want its Job pi-launcher", launcher.Name, ref)
+	}
+	if ref := metav1.GetControllerOf(&launcherJob); ref == nil || ref.Kind != "MPIJob" || ref.Name != "pi" {
+		t.Errorf("the launcher Job is controlled by %v, want MPIJob pi", ref)
+	}
+	if spec := launcherJob.Spec; *spec.TTLSecondsAfterFinished != 60 || *spec.BackoffLimit != 6 || *spec.PodReplacementPolicy != batchv1.Failed {
+		t.Errorf("the launcher Job's TTL %d, backoffLimit %d, pod replacement %s: want the manifest's 60, the Job's default 6, Failed",
+			*spec.TTLSecondsAfterFinished, *spec.BackoffLimit, *spec.PodReplacementPolicy)
 	}
 	var config corev1.ConfigMap
 	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-config"}, &config); err != nil {

@@ -29,6 +29,9 @@ import (
 // (config/components/mpi-kubectl-exec), not here: SSH needs none of it.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// The launcher of a job written at v2beta1 is a batch Job, as mpi-operator's: made, watched, and
+// deleted where its pod would be (suspended, cleaned up).
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 
 const (
 	launcher = kubeflowv1.MPIJobReplicaTypeLauncher
@@ -93,6 +96,11 @@ func New(cfg Config) framework.Framework {
 			return nil
 		},
 		IsMasterRole: func(_ framework.Job, rtype kubeflowv1.ReplicaType, _ int) bool { return rtype == launcher },
+		// mpi-operator runs the launcher as a batch Job <job>-launcher, which retries it under
+		// backoffLimit: so does kiln for a job written at its API.
+		RunsAsJob: func(job framework.Job, rtype kubeflowv1.ReplicaType) bool {
+			return rtype == launcher && job.GetAnnotations()[kubeflowv1.AnnotationAPIVersion] == kubeflowv1.APIVersionV2beta1
+		},
 		// WaitForWorkersReady: the launcher is created once every worker is ready.
 		WaitsFor: func(job framework.Job, rtype kubeflowv1.ReplicaType) (kubeflowv1.ReplicaType, bool) {
 			j := mpiJob(job)
