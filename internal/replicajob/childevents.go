@@ -71,11 +71,12 @@ type Family struct {
 	Jobs     []*batchv1.Job
 }
 
-// NewChildEvents routes the events of the pods and services in c. A job is planned batch after
+// NewChildEvents routes the events of the pods and services in c, and of the batch Jobs in jobs
+// (nil: none are watched). A job is planned batch after
 // the first event of its children that it has not been planned for, with every event seen by
 // then: a job's pods are created, start and finish close together, and each of those events
 // alone would plan the whole job again (as the Kubernetes Job controller batches its pods'
-// events for a second). 0: at once. jobs holds the batch Jobs (nil: none are watched).
+// events for a second). 0: at once.
 func NewChildEvents(c, jobs cache.Cache, batch time.Duration) *ChildEvents {
 	return &ChildEvents{cache: c, jobs: jobs, batch: batch, queues: map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
 		families: map[types.UID]*family{}, viaJob: map[types.UID]map[types.UID]*corev1.Pod{}, parents: map[types.UID]metav1.OwnerReference{}}
@@ -218,24 +219,36 @@ func (c *ChildEvents) delete(obj any) {
 		return
 	}
 	if o, ref := jobChild(obj); ref != nil {
-		if j, ok := o.(*batchv1.Job); ok && jobFinished(j) != nil {
-			// Kept until the job is forgotten: its verdict may not be planned yet (see Family).
-			gone := j.DeepCopy()
-			if gone.DeletionTimestamp == nil {
-				gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-			}
-			c.keep(gone, ref, true)
-		} else {
+		if j, ok := o.(*batchv1.Job); !ok || jobFinished(j) == nil || !c.keepFinished(j, ref) {
 			c.keep(o, ref, false)
 		}
 		c.enqueue(o, ref)
 	}
 }
 
-// podOfJob is obj and the UID of the batch Job that controls it, if obj is a pod a Job controls.
+// keepFinished keeps a finished batch Job that was deleted, with a deletion time, while its
+// job's family is kept (see Family): once the job is forgotten, it is not. It says whether it
+// kept it.
+func (c *ChildEvents) keepFinished(j *batchv1.Job, ref *metav1.OwnerReference) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.families[ref.UID]
+	if f == nil {
+		return false
+	}
+	gone := j.DeepCopy()
+	if gone.DeletionTimestamp == nil {
+		gone.DeletionTimestamp = &metav1.Time{Time: time.Now()} // that it is set is what counts
+	}
+	f.jobs[gone.UID] = gone
+	return true
+}
+
+// podOfJob is obj and the UID of the batch Job that controls it, if obj is a replica's pod (it has
+// a replica type) a Job controls: not a PyJob's, whose Jobs are no job's children.
 func podOfJob(obj any) (*corev1.Pod, types.UID) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	if !ok || pod.Labels[kubeflowv1.LabelReplicaType] == "" {
 		return nil, ""
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
@@ -339,7 +352,7 @@ func (c *ChildEvents) enqueue(o client.Object, ref *metav1.OwnerReference) {
 	}
 }
 
-// sameButVersion says whether two versions of a cached pod or service differ only in their
+// sameButVersion says whether two versions of a cached pod, service or Job differ only in their
 // resourceVersion. Most pod updates change nothing the manager's cache keeps of a pod (its
 // binding to a node, its conditions turning True, its containers becoming ready), and
 // reconciling the job for them would plan the same thing again. (reflect.DeepEqual:

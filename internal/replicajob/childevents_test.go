@@ -173,6 +173,7 @@ func TestChildEventsKeepBatchJobsAndTheirPodsWithTheJob(t *testing.T) {
 	launcher := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher", UID: "l", ResourceVersion: "1",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubeflow.org/v1", Kind: "MPIJob", Name: "pi", UID: "j", Controller: ptr.To(true)}}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher-x7k2p", UID: "p", ResourceVersion: "1",
+		Labels:          map[string]string{"training.kubeflow.org/replica-type": "launcher", "training.kubeflow.org/replica-index": "0"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "pi-launcher", UID: "l", Controller: ptr.To(true)}}}}
 	drain := func() int {
 		n := q.Len()
@@ -220,11 +221,28 @@ func TestChildEventsKeepBatchJobsAndTheirPodsWithTheJob(t *testing.T) {
 		t.Errorf("forgetting the MPIJob left %d families, %d Jobs' pods, %d Jobs' parents", len(c.families), len(c.viaJob), len(c.parents))
 	}
 
+	// The MPIJob deleted, forgotten, then its finished Job deleted by the garbage collector:
+	// nothing is kept of it.
+	c.add(done)
+	c.Forget("j")
+	c.delete(done)
+	if len(c.families)+len(c.viaJob)+len(c.parents) != 0 {
+		t.Errorf("a finished Job deleted after its MPIJob was forgotten left %d families, %d Jobs' pods, %d Jobs' parents", len(c.families), len(c.viaJob), len(c.parents))
+	}
+
 	// Deleted before it finished: gone, to be made again.
 	c.add(launcher)
 	c.delete(launcher)
 	if f := c.Of("j"); len(f.Jobs) != 0 {
 		t.Errorf("a Job deleted before it finished is kept: %v", familyNames(f))
+	}
+
+	// A PyJob's pod, which a batch Job controls too, is no replica's: not kept.
+	pyjobPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train-abcde", UID: "py", Labels: map[string]string{"training.kiln.dev/pyjob-name": "train"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "t", Controller: ptr.To(true)}}}}
+	c.add(pyjobPod)
+	if len(c.viaJob) != 0 {
+		t.Errorf("a PyJob's pod is kept among the Jobs' pods: %v", c.viaJob)
 	}
 }
 

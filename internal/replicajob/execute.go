@@ -146,8 +146,8 @@ func (r *Reconciler) writeStatus(ctx context.Context, key types.NamespacedName, 
 
 // writeChildren carries out a plan's writes to pods, services and batch Jobs: restart marks
 // first (a failed pod's retry must be recorded before the pod goes), then deletions, then
-// creations, each group concurrently. It returns Warning events for what failed, and the errors. servicesRefused says
-// the job's services were refused last time.
+// creations, each group concurrently. It returns Warning events for what failed, and the
+// errors. servicesRefused says the job's services were refused last time.
 func (r *Reconciler) writeChildren(ctx context.Context, job framework.Job, p *Plan, servicesRefused bool) ([]Event, error) {
 	key, uid := types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetName()}, job.GetUID()
 	r.mem.expect(key, uid, p, r.clock.Now())

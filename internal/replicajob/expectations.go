@@ -113,10 +113,10 @@ func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, k
 		w.statusBase = ""
 	}
 	seen := map[types.UID]bool{}
-	for _, j := range kids.Jobs {
-		delete(w.creates, "job/"+j.Name)
-		if j.DeletionTimestamp == nil {
-			seen[j.UID] = true
+	for _, b := range kids.Jobs {
+		delete(w.creates, "job/"+b.Name)
+		if b.DeletionTimestamp == nil {
+			seen[b.UID] = true
 		}
 	}
 	for _, p := range kids.Pods {

@@ -47,11 +47,16 @@ func (p *planner) jobReplica(rtype kubeflowv1.ReplicaType, index int, count *fra
 	if end == nil && j.DeletionTimestamp != nil {
 		return nil
 	}
-	// Its failed pods are the replica's (as mpi-operator counts its launcher's), and its retries.
-	count.Failed += j.Status.Failed
-	seen.retries += j.Status.Failed
-	seen.jobRetries = max(seen.jobRetries, j.Status.Failed)
+	// Its failed pods are the replica's (as mpi-operator counts its launcher's), and they and
+	// its pods' in-place restarts (OnFailure) are its retries, as the Job counts them.
 	pods := p.kids.jobPods[j.UID]
+	retries := j.Status.Failed
+	for _, pod := range pods {
+		retries += containerRestarts(pod)
+	}
+	count.Failed += j.Status.Failed
+	seen.retries += retries
+	seen.jobRetries = max(seen.jobRetries, retries)
 	switch {
 	case end != nil && end.Type == batchv1.JobComplete:
 		count.Succeeded++
@@ -64,6 +69,8 @@ func (p *planner) jobReplica(rtype kubeflowv1.ReplicaType, index int, count *fra
 		if seen.jobFailed == nil {
 			seen.jobFailed = p.jobFailed(rtype, j, end, pods)
 		}
+	case jobEnding(j):
+		// Its verdict is coming (its pods terminate first): neither running nor restarting.
 	case runningPod(pods):
 		count.Active++
 		p.running(rtype, index)
@@ -71,6 +78,17 @@ func (p *planner) jobReplica(rtype kubeflowv1.ReplicaType, index int, count *fra
 		seen.comeBack(rtype) // the Job retries it
 	}
 	return nil
+}
+
+// jobEnding says whether the batch Job has its verdict but not yet its Complete or Failed
+// condition: FailureTarget or SuccessCriteriaMet is True.
+func jobEnding(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobFailureTarget || c.Type == batchv1.JobSuccessCriteriaMet) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // jobFailed is how the job fails because the batch Job of a replica of rtype did: the Job's

@@ -7,7 +7,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -56,11 +55,11 @@ func groupChildren(fw framework.Framework, job framework.Job, pods []*corev1.Pod
 		c.jobs[rtype][index] = j
 	}
 	for _, p := range pods {
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() {
+		if _, uid := podOfJob(p); uid != "" {
 			if c.jobPods == nil {
 				c.jobPods = map[types.UID][]*corev1.Pod{}
 			}
-			c.jobPods[ref.UID] = append(c.jobPods[ref.UID], p)
+			c.jobPods[uid] = append(c.jobPods[uid], p)
 			continue
 		}
 		rtype, index, ok := replicaOf(byLower, p.Labels)

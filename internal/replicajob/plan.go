@@ -429,8 +429,10 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 			p.plan.CreateServices = append(p.plan.CreateServices, desiredService(p.fw, p.job, rtype, index))
 		}
 		pod := p.kids.pods[rtype][index]
-		if jobs && pod == nil {
-			// A pod of its own is a replica made before its type ran as a Job: it goes on as a pod.
+		if (jobs || p.kids.jobs[rtype][index] != nil) && pod == nil {
+			// A pod of its own is a replica made before its type ran as a Job: it goes on as a
+			// pod. A Job goes on as the replica's, should its type no longer run as one (a job
+			// written at v2beta1, rewritten at v1 without its annotations).
 			if err := p.jobReplica(rtype, index, &count, done, seen, held); err != nil {
 				return count, err
 			}

@@ -256,11 +256,27 @@ func TestPlanV2beta1LauncherIsABatchJob(t *testing.T) {
 	if c := last(p.Status); c.Type != kubeflowv1.JobRestarting || len(p.DeletePods)+len(p.CreateJobs) != 0 {
 		t.Errorf("launcher retried by its Job: %s, deletes %v, creates %v; want Restarting and nothing written", c.Type, names(p.DeletePods), names(p.CreateJobs))
 	}
-	// Its own retries past the limit, before the Job says it failed: the Job's verdict is awaited.
+	// Its own retries past the limit, before the Job says it failed: the Job's verdict is awaited,
+	// and while it terminates its pods (FailureTarget) the job does not say Restarting.
 	job.Status.Failed = 4
 	if p := w.plan(t); isFinished(&p.Status) {
 		t.Errorf("the Job's retries past backoffLimit: %v, want the Job's own verdict awaited", last(p.Status))
 	}
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}}
+	if c := last(w.plan(t).Status); c.Type == kubeflowv1.JobRestarting || c.Type == kubeflowv1.JobFailed {
+		t.Errorf("the Job failing (FailureTarget): %s, want no new condition until it has failed", c.Type)
+	}
+	// In-place restarts (OnFailure) are retries too, as the Job counts them.
+	job.Status = batchv1.JobStatus{Failed: 1}
+	restarted := launcherPod("pi-launcher-b", corev1.PodRunning, 0)
+	restarted.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Containers[0].Name, RestartCount: 2}}
+	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodFailed, 137), restarted)
+	w.job.(*kubeflowv1.MPIJob).Spec.RunPolicy.BackoffLimit = ptr.To[int32](2)
+	if p := w.plan(t); isFinished(&p.Status) {
+		t.Errorf("3 retries of the Job itself, backoffLimit 2: %v, want the Job's verdict awaited", last(p.Status))
+	}
+	w.job.(*kubeflowv1.MPIJob).Spec.RunPolicy.BackoffLimit = ptr.To[int32](3)
+	job.Status.Failed = 4
 	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
 	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodFailed, 137), launcherPod("pi-launcher-b", corev1.PodFailed, 1))
 	p = w.plan(t)

@@ -1,7 +1,7 @@
 // Package replicajob is the engine behind every kubeflow.org/v1 training job: for each replica
-// index one pod and one headless service (or a batch Job, for a type that runs as one), restarts under the replica's restart policy, the run
-// policies (clean-up, TTL, deadline, backoff, suspend, managedBy) and a status derived from the
-// pods seen now. A reconcile observes the job, plans every write purely (plan.go) and carries
+// index one pod and one headless service (or a batch Job, for a type that runs as one),
+// restarts under the replica's restart policy, the run policies (clean-up, TTL, deadline,
+// backoff, suspend, managedBy) and a status derived from the pods seen now. A reconcile observes the job, plans every write purely (plan.go) and carries
 // the plan out (execute.go). A framework (package framework) supplies only what differs between
 // TensorFlow, PyTorch, XGBoost, JAX, Paddle and MPI; plugins (plugins.go) what every job gets
 // from the cluster's features: gang scheduling, the network policy, Kueue's queues.

@@ -56,10 +56,16 @@ func (w *childWriter) Create(ctx context.Context, o client.Object) error {
 	return statuspatch.Send(ctx, c.Post().Namespace(o.GetNamespace()).Resource(resource).Body(o))
 }
 
-// Delete deletes o if it is still the object of that UID, its dependents in the background.
+// Delete deletes o if it is still the object of that UID, its dependents in the background; a
+// batch Job's in the foreground: the Job stays, being deleted, until its pod is gone, and the
+// engine makes no new one meanwhile (two launchers would run at once).
 func (w *childWriter) Delete(ctx context.Context, o client.Object) error {
 	c, resource := w.of(o)
-	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(o.GetUID())}, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	propagation := metav1.DeletePropagationBackground
+	if _, isJob := o.(*batchv1.Job); isJob {
+		propagation = metav1.DeletePropagationForeground
+	}
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(o.GetUID())}, PropagationPolicy: &propagation}
 	return statuspatch.Send(ctx, c.Delete().Namespace(o.GetNamespace()).Resource(resource).Name(o.GetName()).Body(opts))
 }
 

@@ -85,7 +85,6 @@ func waitPods(t *testing.T, job framework.Job, n int) []corev1.Pod {
 }
 
 // waitCondition waits until the job's condition of type ct is True and returns the job.
-// waitCondition waits until the job's condition of type ct is True and returns the job.
 func waitCondition(t *testing.T, job framework.Job, ct kubeflowv1.JobConditionType) framework.Job {
 	t.Helper()
 	return env.WaitCondition(t, job, ct, testenv.Timeout)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -194,5 +195,70 @@ func TestMPIJobLauncherWaitsForReadyWorkers(t *testing.T) {
 	pods := waitPods(t, job, 3)
 	if pods[0].Name != "wait-launcher" {
 		t.Errorf("pods %s, want the launcher among them", pods[0].Name)
+	}
+}
+
+// TestV2beta1LauncherIsABatchJob: written at mpi-operator's API, the launcher is a batch Job the
+// apiserver accepts with the job's run policies and ExitCode's pod failure policy; kiln reads the
+// launcher from the Job's pod (this suite has no Job controller: the test plays it) and ends the
+// job as the Job ends, with its reason, leaving the finished Job.
+func TestV2beta1LauncherIsABatchJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	written := builder.MPIJobV2beta1("v2", ns, 2)
+	written.Spec.RunPolicy.BackoffLimit = ptr.To[int32](2)
+	written.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].RestartPolicy = kubeflowv1.RestartPolicyExitCode
+	if err := env.Client.Create(ctx, written); err != nil {
+		t.Fatalf("creating the v2beta1 MPIJob: %v", err)
+	}
+	job := &kubeflowv1.MPIJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v2"}}
+	workers := waitPods(t, job, 2)
+	var launcher batchv1.Job
+	env.Await(t, ns, "v2-launcher", &launcher)
+	spec := launcher.Spec
+	if *spec.BackoffLimit != 2 || *spec.PodReplacementPolicy != batchv1.Failed || spec.PodFailurePolicy == nil ||
+		spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever || spec.Template.Labels[kubeflowv1.LabelReplicaType] != "launcher" {
+		t.Errorf("the launcher Job: backoffLimit %v, replacement %v, failure policy %v, restart %s, labels %v",
+			spec.BackoffLimit, spec.PodReplacementPolicy, spec.PodFailurePolicy, spec.Template.Spec.RestartPolicy, spec.Template.Labels)
+	}
+
+	// The Job's pod, as the Job controller makes it, running with the workers: the job runs.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v2-launcher-x7k2p", Labels: spec.Template.Labels, Annotations: spec.Template.Annotations,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&launcher, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: spec.Template.Spec,
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("creating the launcher Job's pod: %v", err)
+	}
+	runAll(t, workers)
+	env.Run(t, pod)
+	waitCondition(t, job, kubeflowv1.JobRunning)
+
+	// The program exits 3: the Job fails by its pod failure policy, and so does the MPIJob.
+	env.Exit(t, pod, 3)
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&launcher), &launcher); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		launcher.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container mpi-launcher for pod exited with code 3", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container mpi-launcher for pod exited with code 3", LastTransitionTime: now},
+		}}
+		return env.Client.Status().Update(ctx, &launcher)
+	})
+	failed := waitCondition(t, job, kubeflowv1.JobFailed)
+	c := testenv.Condition(failed, kubeflowv1.JobFailed)
+	if c.Reason != "PodFailurePolicy" || !strings.HasSuffix(c.Message, "the launcher's last pod v2-launcher-x7k2p exited with code 3") {
+		t.Errorf("Failed: %s %q, want the Job's reason and the pod's exit code", c.Reason, c.Message)
+	}
+	// cleanPodPolicy Running: the workers go, the finished Job stays.
+	testenv.Eventually(t, func() error {
+		return testenv.Count("workers of v2", len(env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "v2", kubeflowv1.LabelReplicaType: "worker"})), 0)
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&launcher), &launcher); err != nil || launcher.DeletionTimestamp != nil {
+		t.Errorf("the finished launcher Job: %v, deleting %v; want it kept", err, launcher.DeletionTimestamp)
 	}
 }
