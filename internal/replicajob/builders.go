@@ -161,8 +161,17 @@ func desiredJob(fw framework.Framework, ps plugins, job framework.Job, rtype kub
 			},
 		}}}
 	}
+	// Owned through the version the job was written at (mpi-operator's launcher Job names its
+	// MPIJob at v2beta1): Kueue finds a Job's managed ancestor only by the exact group, version
+	// and kind of its owner reference, and would otherwise queue the launcher Job on its own
+	// (manageJobsWithoutQueueName, a default LocalQueue) and hold it suspended. The annotation is
+	// the user's to write too: only a version the CRDs serve names the owner.
+	ref := controllerRef(fw, job)
+	if v := job.GetAnnotations()[kubeflowv1.AnnotationAPIVersion]; v == kubeflowv1.APIVersionV2beta1 {
+		ref.APIVersion = v
+	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels, OwnerReferences: pod.OwnerReferences},
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels, OwnerReferences: []metav1.OwnerReference{ref}},
 		Spec:       spec,
 	}, nil
 }

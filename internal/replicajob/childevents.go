@@ -283,14 +283,15 @@ func (c *ChildEvents) keepJobPod(pod *corev1.Pod, job types.UID, there, wake boo
 	}
 }
 
-// jobChild is obj and its controller, if a kubeflow.org job controls it.
+// jobChild is obj and its controller, if a kubeflow.org job controls it (through any version:
+// a launcher Job names its job at the version the job was written at, see desiredJob).
 func jobChild(obj any) (client.Object, *metav1.OwnerReference) {
 	o, ok := obj.(client.Object)
 	if !ok {
 		return nil, nil
 	}
 	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.APIVersion != kubeflowv1.GroupVersion.String() {
+	if ref == nil || !strings.HasPrefix(ref.APIVersion, kubeflowv1.GroupVersion.Group+"/") {
 		return nil, nil
 	}
 	return o, ref

@@ -205,7 +205,7 @@ func TestPlanV2beta1LauncherIsABatchJob(t *testing.T) {
 	desired := p.CreateJobs[0]
 	spec, pod := desired.Spec, desired.Spec.Template.Spec
 	if desired.Name != "pi-launcher" || desired.Labels[kubeflowv1.LabelReplicaType] != "launcher" || desired.Labels[kubeflowv1.LabelReplicaIndex] != "0" ||
-		desired.OwnerReferences[0].Kind != "MPIJob" || !*desired.OwnerReferences[0].Controller {
+		desired.OwnerReferences[0].Kind != "MPIJob" || desired.OwnerReferences[0].APIVersion != "kubeflow.org/v2beta1" || !*desired.OwnerReferences[0].Controller {
 		t.Errorf("the launcher Job is %s with labels %v, owned by %v", desired.Name, desired.Labels, desired.OwnerReferences)
 	}
 	if *spec.BackoffLimit != 3 || *spec.ActiveDeadlineSeconds != 600 || *spec.TTLSecondsAfterFinished != 0 || *spec.PodReplacementPolicy != batchv1.Failed || spec.Suspend != nil {

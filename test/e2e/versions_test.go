@@ -94,8 +94,8 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	if ref := metav1.GetControllerOf(&launcher); ref == nil || ref.Kind != "Job" || ref.UID != launcherJob.UID {
 		t.Errorf("the launcher pod %s is controlled by %v, want its Job pi-launcher", launcher.Name, ref)
 	}
-	if ref := metav1.GetControllerOf(&launcherJob); ref == nil || ref.Kind != "MPIJob" || ref.Name != "pi" {
-		t.Errorf("the launcher Job is controlled by %v, want MPIJob pi", ref)
+	if ref := metav1.GetControllerOf(&launcherJob); ref == nil || ref.APIVersion != "kubeflow.org/v2beta1" || ref.Kind != "MPIJob" || ref.Name != "pi" {
+		t.Errorf("the launcher Job is controlled by %v, want MPIJob pi at v2beta1 (as Kueue finds its ancestor)", ref)
 	}
 	if spec := launcherJob.Spec; *spec.TTLSecondsAfterFinished != 60 || *spec.BackoffLimit != 6 || *spec.PodReplacementPolicy != batchv1.Failed {
 		t.Errorf("the launcher Job's TTL %d, backoffLimit %d, pod replacement %s: want the manifest's 60, the Job's default 6, Failed",

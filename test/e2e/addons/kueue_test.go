@@ -380,10 +380,16 @@ func TestKueueQueuesPyTorchJobs(t *testing.T) {
 
 // Kueue's MPIJob integration, which knows only mpi-operator's v2beta1 API, queues v2beta1 MPIJobs
 // that kiln runs: it reads, suspends and resumes them at v2beta1 through kiln's conversion webhook.
+// The namespace has a default LocalQueue too: Kueue gives a Job without a queue name that one
+// unless it knows the Job's owner as a kind it manages, so the launcher Jobs, named by their
+// MPIJobs at v2beta1, must get no queue of their own (they would wait for quota the MPIJob holds).
 func TestKueueQueuesV2beta1MPIJobs(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
 	queueFor(t, ns, 2)
+	if err := cluster.Client.Create(context.Background(), kueueObject("LocalQueue", ns, "default", map[string]any{"clusterQueue": ns})); err != nil {
+		t.Fatalf("creating the default LocalQueue: %v", err)
+	}
 	var jobs [2]*kubeflowv2beta1.MPIJob
 	for i, name := range []string{"one", "two"} {
 		j := builder.MPIJobV2beta1(name, ns, 1)
@@ -423,6 +429,18 @@ func TestKueueQueuesV2beta1MPIJobs(t *testing.T) {
 	}
 	if len(workloads.Items) != 2 {
 		t.Errorf("%d Workloads, want one per MPIJob", len(workloads.Items))
+	}
+	var launchers batchv1.JobList
+	if err := cluster.Client.List(context.Background(), &launchers, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range launchers.Items {
+		if q, ok := j.Labels[kueue.QueueLabel]; ok {
+			t.Errorf("the launcher Job %s is in queue %q, want none: its MPIJob is queued", j.Name, q)
+		}
+	}
+	if len(launchers.Items) != 2 {
+		t.Errorf("%d launcher Jobs, want one per MPIJob", len(launchers.Items))
 	}
 }
 
