@@ -8,6 +8,8 @@ package replicajob
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -132,6 +134,23 @@ func runningPod(pods []*corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// suspendedJob says which of the job's batch Jobs something else suspended (kiln never does: a
+// Job it would suspend it deletes), "" when none: Kueue, say, queueing a Job it takes for no
+// managed job's child. kiln does not resume it.
+func (p *planner) suspendedJob() string {
+	for _, rtype := range p.specTypes() {
+		jobs := p.kids.jobs[rtype]
+		for _, index := range slices.Sorted(maps.Keys(jobs)) {
+			for _, c := range jobs[index].Status.Conditions {
+				if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
+					return fmt.Sprintf("the %s's batch Job %s is suspended, not by kiln (%s), and kiln does not resume it", toLower(rtype), jobs[index].Name, cmp.Or(c.Message, c.Reason))
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func (p *planner) deleteJob(j *batchv1.Job) {

@@ -293,6 +293,9 @@ func (p *planner) sayWhyItWaits() {
 		if stuck := p.stuckPod(); stuck != "" {
 			why = append(why, stuck)
 		}
+		if held := p.suspendedJob(); held != "" {
+			why = append(why, held)
+		}
 		why = append(why, p.waiting...)
 	}
 	if len(why) > 0 {

@@ -243,6 +243,11 @@ func TestPlanV2beta1LauncherIsABatchJob(t *testing.T) {
 	if len(p.CreateJobs)+len(p.CreatePods)+len(p.DeletePods) != 0 || hasCondition(&p.Status, kubeflowv1.JobRunning) {
 		t.Errorf("launcher pending: creates %v %v, deletes %v, conditions %v", names(p.CreateJobs), names(p.CreatePods), names(p.DeletePods), p.Status.Conditions)
 	}
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended", Message: "Job suspended"}}
+	if c := getCondition(&w.plan(t).Status, kubeflowv1.JobCreated); !strings.Contains(c.Message, "the launcher's batch Job pi-launcher is suspended, not by kiln (Job suspended)") {
+		t.Errorf("the launcher Job suspended by another: Created says %q", c.Message)
+	}
+	job.Status.Conditions = nil
 	w.pods = append(workers, launcherPod("pi-launcher-a", corev1.PodRunning, 0))
 	p = w.plan(t)
 	if c := last(p.Status); c.Type != kubeflowv1.JobRunning || c.Reason != "MPIJobRunning" || p.Status.ReplicaStatuses["Launcher"].Active != 1 {

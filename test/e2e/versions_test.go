@@ -26,8 +26,9 @@ import (
 )
 
 // mpi-operator's own v2beta1 example, unchanged, runs on kiln: launcher and workers over SSH as
-// mpi-operator runs them, Succeeded when mpirun exits 0 (the test plays its exit), and the
-// same job read at v1 is the one written at v2beta1.
+// mpi-operator runs them, the launcher a batch Job, Succeeded when mpirun exits 0 (kwok ends the
+// pods of every batch Job so, as soon as they run: the test checks what ran once it has ended),
+// and the same job read at v1 is the one written at v2beta1.
 func TestMPIOperatorPiExample(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t)
@@ -41,20 +42,22 @@ func TestMPIOperatorPiExample(t *testing.T) {
 		t.Fatalf("applying mpi-operator's pi.yaml: %v", err)
 	}
 	key := client.ObjectKey{Namespace: ns, Name: "pi"}
-	var launcher corev1.Pod
+	var done kubeflowv2beta1.MPIJob
 	testenv.EventuallyWithin(t, timeout, func() error {
-		pods := cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi"})
-		running := 0
-		for _, p := range pods {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-			if p.Labels[kubeflowv1.LabelReplicaType] == "launcher" {
-				launcher = p
-			}
+		if err := cluster.Client.Get(ctx, key, &done); err != nil {
+			return err
 		}
-		return testenv.Count("running pods of pi", running, 3)
+		if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("pi at v2beta1 is not Succeeded: %+v", done.Status.Conditions)
+		}
+		return nil
 	})
+	if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Reason != "MPIJobSucceeded" {
+		t.Errorf("Succeeded reason %q, want mpi-operator's MPIJobSucceeded", c.Reason)
+	}
+	if l, w := done.Status.ReplicaStatuses[kubeflowv1.MPIJobReplicaTypeLauncher], done.Status.ReplicaStatuses[kubeflowv1.MPIJobReplicaTypeWorker]; l == nil || l.Succeeded != 1 || w == nil || w.Succeeded != 2 {
+		t.Errorf("replica statuses: launcher %+v, workers %+v; want the launcher and both workers to the end", l, w)
+	}
 	var at1 kubeflowv1.MPIJob
 	if err := cluster.Client.Get(ctx, key, &at1); err != nil {
 		t.Fatal(err)
@@ -65,6 +68,28 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	if n := *at1.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeWorker].Replicas; n != 2 || *at1.Spec.SlotsPerWorker != 1 ||
 		*at1.Spec.RunPolicy.CleanPodPolicy != kubeflowv1.CleanPodPolicyRunning || *at1.Spec.RunPolicy.TTLSecondsAfterFinished != 60 {
 		t.Errorf("at v1: %d workers, %d slots, %+v: want the manifest's", n, *at1.Spec.SlotsPerWorker, at1.Spec.RunPolicy)
+	}
+
+	// The launcher is a batch Job pi-launcher, as mpi-operator's, with the job's run policies; it
+	// stays, finished, with its pod (until its TTL of 60 s).
+	var launcherJob batchv1.Job
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-launcher"}, &launcherJob); err != nil {
+		t.Fatalf("the launcher's Job: %v", err)
+	}
+	if ref := metav1.GetControllerOf(&launcherJob); ref == nil || ref.APIVersion != "kubeflow.org/v2beta1" || ref.Kind != "MPIJob" || ref.Name != "pi" {
+		t.Errorf("the launcher Job is controlled by %v, want MPIJob pi at v2beta1 (as Kueue finds its ancestor)", ref)
+	}
+	if spec := launcherJob.Spec; *spec.TTLSecondsAfterFinished != 60 || *spec.BackoffLimit != 6 || *spec.PodReplacementPolicy != batchv1.Failed {
+		t.Errorf("the launcher Job's TTL %d, backoffLimit %d, pod replacement %s: want the manifest's 60, the Job's default 6, Failed",
+			*spec.TTLSecondsAfterFinished, *spec.BackoffLimit, *spec.PodReplacementPolicy)
+	}
+	launchers := cluster.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "pi", kubeflowv1.LabelReplicaType: "launcher"})
+	if len(launchers) != 1 {
+		t.Fatalf("%d launcher pods, want the Job's one", len(launchers))
+	}
+	launcher := launchers[0]
+	if ref := metav1.GetControllerOf(&launcher); ref == nil || ref.Kind != "Job" || ref.UID != launcherJob.UID {
+		t.Errorf("the launcher pod %s is controlled by %v, want its Job pi-launcher", launcher.Name, ref)
 	}
 	var mount string
 	for _, m := range launcher.Spec.Containers[0].VolumeMounts {
@@ -86,42 +111,12 @@ func TestMPIOperatorPiExample(t *testing.T) {
 	if launcher.Spec.Hostname != "pi-launcher" || launcher.Spec.Subdomain != "pi" {
 		t.Errorf("the launcher's hostname %q, subdomain %q: want pi-launcher under pi", launcher.Spec.Hostname, launcher.Spec.Subdomain)
 	}
-	// The launcher is a batch Job pi-launcher, as mpi-operator's, with the job's run policies.
-	var launcherJob batchv1.Job
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-launcher"}, &launcherJob); err != nil {
-		t.Fatalf("the launcher's Job: %v", err)
-	}
-	if ref := metav1.GetControllerOf(&launcher); ref == nil || ref.Kind != "Job" || ref.UID != launcherJob.UID {
-		t.Errorf("the launcher pod %s is controlled by %v, want its Job pi-launcher", launcher.Name, ref)
-	}
-	if ref := metav1.GetControllerOf(&launcherJob); ref == nil || ref.APIVersion != "kubeflow.org/v2beta1" || ref.Kind != "MPIJob" || ref.Name != "pi" {
-		t.Errorf("the launcher Job is controlled by %v, want MPIJob pi at v2beta1 (as Kueue finds its ancestor)", ref)
-	}
-	if spec := launcherJob.Spec; *spec.TTLSecondsAfterFinished != 60 || *spec.BackoffLimit != 6 || *spec.PodReplacementPolicy != batchv1.Failed {
-		t.Errorf("the launcher Job's TTL %d, backoffLimit %d, pod replacement %s: want the manifest's 60, the Job's default 6, Failed",
-			*spec.TTLSecondsAfterFinished, *spec.BackoffLimit, *spec.PodReplacementPolicy)
-	}
 	var config corev1.ConfigMap
 	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-config"}, &config); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("pi-worker-0.pi.%[1]s.svc slots=1\npi-worker-1.pi.%[1]s.svc slots=1\n", ns); config.Data["hostfile"] != want {
 		t.Errorf("hostfile %q, want %q", config.Data["hostfile"], want)
-	}
-
-	cluster.Exit(t, &launcher, 0) // mpirun computed pi
-	var done kubeflowv2beta1.MPIJob
-	testenv.EventuallyWithin(t, timeout, func() error {
-		if err := cluster.Client.Get(ctx, key, &done); err != nil {
-			return err
-		}
-		if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Status != corev1.ConditionTrue {
-			return fmt.Errorf("pi at v2beta1 is not Succeeded: %+v", done.Status.Conditions)
-		}
-		return nil
-	})
-	if c := testenv.StatusCondition(done.Status, kubeflowv1.JobSucceeded); c.Reason != "MPIJobSucceeded" {
-		t.Errorf("Succeeded reason %q, want mpi-operator's MPIJobSucceeded", c.Reason)
 	}
 	// cleanPodPolicy Running: the workers' sshd never exits; they go once the launcher is done.
 	testenv.EventuallyWithin(t, timeout, func() error {
