@@ -150,14 +150,10 @@ func desiredJob(fw framework.Framework, ps plugins, job framework.Job, rtype kub
 	case kubeflowv1.RestartPolicyAlways:
 		spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	case kubeflowv1.RestartPolicyExitCode:
-		programs := make([]int32, 0, 127)
-		for code := int32(1); code < 128; code++ {
-			programs = append(programs, code)
-		}
 		spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 			Action: batchv1.PodFailurePolicyActionFailJob,
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-				ContainerName: ptr.To(mainContainer(fw, job, rtype)), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: programs,
+				ContainerName: ptr.To(mainContainer(fw, job, rtype)), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: programExitCodes(),
 			},
 		}}}
 	}
@@ -174,6 +170,15 @@ func desiredJob(fw framework.Framework, ps plugins, job framework.Job, rtype kub
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Labels: pod.Labels, OwnerReferences: []metav1.OwnerReference{ref}},
 		Spec:       spec,
 	}, nil
+}
+
+// programExitCodes are the exit codes a program gives of itself, 1 to 127: above, a signal killed it.
+func programExitCodes() []int32 {
+	codes := make([]int32, 0, 127)
+	for code := int32(1); code < 128; code++ {
+		codes = append(codes, code)
+	}
+	return codes
 }
 
 // desiredService is the headless service of replica (rtype, index). It exposes every port of the

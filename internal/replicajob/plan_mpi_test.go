@@ -172,6 +172,9 @@ func TestPlanMPIJobServiceIsAnExtra(t *testing.T) {
 			svc = s
 		}
 	}
+	if len(p.CreateJobs)+len(p.CreatePods) != 0 {
+		t.Errorf("a launcher pod made before the launcher ran as a Job: creates Jobs %v and pods %v, want it to go on as a pod", names(p.CreateJobs), names(p.CreatePods))
+	}
 	if len(w.services) != 0 || len(p.CreateServices) != 0 || svc == nil || svc.Name != "pi" {
 		t.Fatalf("services per pod %v and %v, the job's %v: want only the job's, pi, as an extra", names(w.services), names(p.CreateServices), svc)
 	}
