@@ -48,11 +48,31 @@ type Options struct {
 // ErrTooLarge is returned when the model grows past Options.MaxBytes.
 var ErrTooLarge = errors.New("the model is larger than its size limit")
 
-// Fetch puts the model at uri into dir and says what it fetched.
+// Fetch puts the model at uri into dir and says what it fetched. Its error quotes no URL with its
+// secrets (modeluri.RedactText): it becomes the init container's termination message, and from
+// there the InferenceService's status.
 func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
+	what, err := fetch(ctx, uri, dir, o)
+	if err != nil {
+		return "", redacted{err, uri}
+	}
+	return what, nil
+}
+
+// redacted is an error of the fetch of uri, told without the secrets of any URL it quotes.
+type redacted struct {
+	err error
+	uri string
+}
+
+func (r redacted) Error() string { return modeluri.RedactText(r.err.Error(), r.uri) }
+func (r redacted) Unwrap() error { return r.err }
+
+func fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return "", fmt.Errorf("model URI %s: %w", Redact(uri), err)
+		// url.Parse's error quotes what it could not read, a password's pieces included.
+		return "", fmt.Errorf("model URI %s does not parse as a URL: percent-encode the special characters of its user info and path", Redact(uri))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -224,7 +244,7 @@ func (f *fetcher) http(ctx context.Context, src string) (string, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", errors.New(strings.ReplaceAll(err.Error(), src, Redact(src)))
+		return "", err // Fetch redacts the URLs it quotes
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -348,3 +348,38 @@ func TestArchivesAreBounded(t *testing.T) {
 		t.Errorf("a .zip of 1000 bytes unpacked beside itself under a 1500-byte limit: %v", err)
 	}
 }
+
+// A fetch's error becomes the init container's termination message and the InferenceService's
+// status: it names no password or signature, whether the URL does not parse, cannot be reached
+// (net/http masks the password, so the URL as given is not in the error), or redirects to a
+// signed URL that fails.
+func TestFetchErrorsKeepNoSecret(t *testing.T) {
+	ctx := context.Background()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	var signed *httptest.Server
+	signed = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/start" {
+			http.Redirect(w, r, signed.URL+"/blob?sig=SECRET-REDIRECT", http.StatusFound)
+			return
+		}
+		hj, _ := w.(http.Hijacker)
+		conn, _, _ := hj.Hijack()
+		conn.Close() // an answer cut off: the client's error names the URL it asked
+	}))
+	defer signed.Close()
+	for _, uri := range []string{
+		strings.Replace(closed.URL, "http://", "http://u:SECRET-PASSWORD@", 1) + "/m.tar.gz?X-Amz-Signature=SECRET-SIG",
+		"https://u:SECRET/PASSWORD@h/x?X-Amz-Signature=SECRET-SIG",
+		signed.URL + "/start",
+	} {
+		_, err := Fetch(ctx, uri, t.TempDir(), Options{})
+		if err == nil {
+			t.Errorf("%s: fetched", uri)
+			continue
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("the error keeps a secret: %v", err)
+		}
+	}
+}

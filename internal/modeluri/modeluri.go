@@ -4,6 +4,7 @@ package modeluri
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -31,4 +32,18 @@ func Redact(uri string) string {
 		rest = rest[i+1:]
 	}
 	return scheme + "://" + rest
+}
+
+// aURL is a URL in free text: a scheme, "://", and everything up to a space or a quote.
+var aURL = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`<>]+")
+
+// RedactText is text (an error, a log line, a container's termination message) with every URL in
+// it redacted, and uri, the model URI the text may quote as given, wherever it appears whole: Go's
+// errors quote URLs as they were given (url.Parse), with the password masked (net/http) or as
+// redirected to, so no one form of uri can be replaced alone.
+func RedactText(text, uri string) string {
+	if uri != "" {
+		text = strings.ReplaceAll(text, uri, Redact(uri))
+	}
+	return aURL.ReplaceAllStringFunc(text, Redact)
 }

@@ -29,3 +29,25 @@ func TestRedactLeavesNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// Go's errors quote a URL in several forms: as given (url.Parse), with the password masked
+// (net/http), or redirected elsewhere. None keeps a secret.
+func TestRedactTextLeavesNoSecret(t *testing.T) {
+	uri := "https://u:p@127.0.0.1:9/m.tar.gz?X-Amz-Signature=SECRET"
+	for _, text := range []string{
+		`Get "https://u:***@127.0.0.1:9/m.tar.gz?X-Amz-Signature=SECRET": dial tcp 127.0.0.1:9: connect: connection refused`,
+		`model URI https://h/x: parse "https://u:p/q@h/x?X-Amz-Signature=SECRET": invalid port ":p" after host`,
+		`Get "https://cdn.example/blob?sig=SECRET&se=2026": EOF`,
+		"fetching " + uri + ": unexpected EOF",
+	} {
+		got := RedactText(text, uri)
+		for _, secret := range []string{"SECRET", ":p@", "u:***", ":p/q"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("RedactText(%q) = %q keeps %q", text, got, secret)
+			}
+		}
+	}
+	if got := RedactText("connection refused", ""); got != "connection refused" {
+		t.Errorf("text without a URL changed: %q", got)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/conversion"
+	"github.com/kiln-ml/kiln/internal/modeluri"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
@@ -267,7 +268,7 @@ func podTrouble(p *corev1.Pod) trouble {
 			t = cs.LastTerminationState.Terminated
 		}
 		if t != nil && t.ExitCode != 0 {
-			msg := strings.TrimSpace(t.Message)
+			msg := modeluri.RedactText(strings.TrimSpace(t.Message), "")
 			if msg == "" {
 				msg = fmt.Sprintf("exit code %d", t.ExitCode)
 			}

@@ -288,7 +288,8 @@ func TestStorageCredentialsReachTheFetchOnly(t *testing.T) {
 }
 
 // A fetch that fails (wrong credentials) shows in the InferenceService's status with the fetch
-// container's message, not only in the pod.
+// container's message, not only in the pod; a URL's secrets in that message (a kiln-fetch of
+// another version, or its logs as the fallback) stay out of the status.
 func TestAFailedFetchShowsInTheStatus(t *testing.T) {
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "denied", func(s *servingv1alpha1.InferenceServiceSpec) {
@@ -302,13 +303,13 @@ func TestAFailedFetchShowsInTheStatus(t *testing.T) {
 	const why = "fetching s3://models/iris/v1: access denied: check the credentials of storage.secretName"
 	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "model-fetch",
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: why}}}}}
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: why + ` (Get "https://cdn.example/blob?sig=SECRET": EOF)`}}}}}
 	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, i, func(fresh *servingv1alpha1.InferenceService) error {
 		c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready")
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ModelFetchFailed" || !strings.Contains(c.Message, "fetching the model failed in pod denied-predictor-abc: "+why) {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ModelFetchFailed" || !strings.Contains(c.Message, "fetching the model failed in pod denied-predictor-abc: "+why+` (Get "https://cdn.example/blob": EOF)`) {
 			return fmt.Errorf("Ready %+v", c)
 		}
 		return nil
