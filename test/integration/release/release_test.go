@@ -327,39 +327,8 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 			}
 		}
 	}
-	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{Scheme: devcluster.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{ns, "team-a", "team-b", "team-c"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	var rbac []*unstructured.Unstructured
-	for _, o := range objs {
-		if strings.HasPrefix(o.GetAPIVersion(), "rbac.") || o.GetKind() == "ServiceAccount" {
-			rbac = append(rbac, o)
-		}
-	}
-	apply(t, rbac)
-	sa := "system:serviceaccount:" + ns + ":kiln-manager"
-	can := func(verb, group, resource, namespace string) bool {
-		t.Helper()
-		resource, sub, _ := strings.Cut(resource, "/")
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: namespace}}}
-		if err := c.Create(ctx, sar); err != nil {
-			t.Fatal(err)
-		}
-		return sar.Status.Allowed
-	}
-	for _, c := range []struct {
-		verb, group, resource, namespace string
-		want                             bool
-	}{
+	can := installRights(t, objs, ns, "team-a", "team-b", "team-c")
+	rightsHold(t, can, []accessReview{
 		{"create", "", "pods", "team-a", true},
 		{"list", "kubeflow.org", "tfjobs", "team-b", true},
 		{"create", "", "pods", "team-c", false},
@@ -377,7 +346,63 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 		{"create", "", "configmaps", "team-a", true},
 		{"delete", "", "configmaps", "team-a", false},
 		{"list", "", "configmaps", "kube-system", false},
-	} {
+	})
+}
+
+// installRights applies the RBAC objects and ServiceAccounts of a rendered install in namespace
+// ns (creating it and the other namespaces named), its cluster-scoped names suffixed with ns so
+// that installs rendered by different tests do not overwrite each other's, and returns what the
+// apiserver's own RBAC answers when kiln's ServiceAccount asks to verb a resource ("pods/exec"
+// names a subresource) in a namespace ("" for all of them).
+func installRights(t *testing.T, objs []*unstructured.Unstructured, ns string, namespaces ...string) func(verb, group, resource, namespace string) bool {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{Scheme: devcluster.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range append([]string{ns}, namespaces...) {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	var rbac []*unstructured.Unstructured
+	for _, o := range objs {
+		if !strings.HasPrefix(o.GetAPIVersion(), "rbac.") && o.GetKind() != "ServiceAccount" {
+			continue
+		}
+		o = o.DeepCopy()
+		if strings.HasPrefix(o.GetKind(), "Cluster") {
+			o.SetName(o.GetName() + "-" + ns)
+		}
+		if kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind"); kind == "ClusterRole" {
+			name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+			if find(objs, "ClusterRole", name) != nil {
+				_ = unstructured.SetNestedField(o.Object, name+"-"+ns, "roleRef", "name")
+			}
+		}
+		rbac = append(rbac, o)
+	}
+	apply(t, rbac)
+	sa := "system:serviceaccount:" + ns + ":kiln-manager"
+	return func(verb, group, resource, namespace string) bool {
+		t.Helper()
+		resource, sub, _ := strings.Cut(resource, "/")
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: namespace}}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+}
+
+// rightsHold asks each access review until the apiserver's RBAC (its informers catch up with the
+// applied objects) gives the wanted answer.
+func rightsHold(t *testing.T, can func(verb, group, resource, namespace string) bool, reviews []accessReview) {
+	t.Helper()
+	for _, c := range reviews {
 		testenv.Eventually(t, func() error {
 			if got := can(c.verb, c.group, c.resource, c.namespace); got != c.want {
 				return fmt.Errorf("may %s %s.%s in %q: %v, want %v", c.verb, c.resource, c.group, c.namespace, got, c.want)
@@ -385,6 +410,53 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+type accessReview struct {
+	verb, group, resource, namespace string
+	want                             bool
+}
+
+// The default install (cluster-wide) holds what its kinds need across the cluster and no more: it
+// makes and patches ConfigMaps and Secrets but deletes none and reads no Secret, it may not exec
+// into pods or grant rights (Roles, RoleBindings), and it updates only its own webhook
+// configurations and CRDs. RBAC cannot scope reads by label: the ConfigMaps kiln lists are
+// narrowed by its cache's label selector (a PyJob's script), and the MPI hostfile is read by name.
+func TestDefaultInstallGrantsOnlyWhatItsKindsNeed(t *testing.T) {
+	ch, err := release.LoadChart(filepath.Join(testenv.RepoRoot(), "charts", "kiln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "kiln-cluster-wide"
+	objs, err := release.RenderChart(ch, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	can := installRights(t, objs, ns, "team-a")
+	rightsHold(t, can, []accessReview{
+		{"create", "", "pods", "team-a", true},
+		{"list", "kubeflow.org", "tfjobs", "", true},
+		{"create", "", "configmaps", "team-a", true},
+		{"delete", "", "configmaps", "team-a", false},
+		{"delete", "", "configmaps", "kube-system", false},
+		{"deletecollection", "", "configmaps", "", false},
+		{"update", "", "configmaps", "kube-system", false},
+		{"create", "", "secrets", "team-a", true},
+		{"get", "", "secrets", "kube-system", false},
+		{"list", "", "secrets", "", false},
+		{"delete", "", "secrets", "team-a", false},
+		{"create", "", "pods/exec", "team-a", false},
+		{"create", "rbac.authorization.k8s.io", "roles", "team-a", false},
+		{"create", "rbac.authorization.k8s.io", "rolebindings", "team-a", false},
+		{"bind", "rbac.authorization.k8s.io", "clusterroles", "", false},
+		{"escalate", "rbac.authorization.k8s.io", "clusterroles", "", false},
+		{"create", "", "serviceaccounts/token", "team-a", false},
+		{"impersonate", "", "serviceaccounts", "team-a", false},
+		{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", false},
+		{"update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", false},
+		{"delete", "", "namespaces", "", false},
+		{"update", "", "nodes", "", false},
+	})
 }
 
 // The manager run as the default install runs it (install.yaml's arguments, but for local
