@@ -68,6 +68,7 @@ type RunPolicy struct {
 	// TTLSecondsAfterFinished deletes the job (and through garbage collection everything it owns)
 	// this many seconds after it finished. Unset: the job is kept.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
@@ -81,6 +82,7 @@ type RunPolicy struct {
 	// BackoffLimit is the number of retries before the job is marked Failed. Every pod kiln
 	// recreates after a failure and every in-place container restart counts as one retry.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 

@@ -28,6 +28,7 @@ type PaddleElasticPolicy struct {
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 	// MaxRestarts bounds the restarts of an elastic job.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 	// Metrics are kept for Kubeflow compatibility; kiln creates no autoscaler from them.

@@ -62,6 +62,7 @@ type ElasticPolicy struct {
 	NProcPerNode *int32 `json:"nProcPerNode,omitempty"`
 	// MaxRestarts is torchrun's --max-restarts (PET_MAX_RESTARTS).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 	// Metrics for a HorizontalPodAutoscaler of the Worker replicas.
@@ -98,6 +99,8 @@ type PyTorchJobSpec struct {
 	// NprocPerNode is the number of processes per node, as torchrun's --nproc-per-node takes it:
 	// "auto" (default), "cpu", "gpu", "xpu" or a number.
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(auto|cpu|gpu|xpu|[1-9][0-9]*)$')",message="spec.nprocPerNode must be what torchrun takes: auto, cpu, gpu, xpu or a positive number such as 8"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+$') || int(self) <= 4096",message="spec.nprocPerNode is at most 4096 processes per node"
+	// +kubebuilder:validation:MaxLength=4
 	// +optional
 	NprocPerNode *string `json:"nprocPerNode,omitempty"`
 }

@@ -93,6 +93,7 @@ type RunPolicy struct {
 
 	// TTLSecondsAfterFinished deletes the job this many seconds after it finished.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 
@@ -105,6 +106,7 @@ type RunPolicy struct {
 
 	// BackoffLimit is the number of retries before the job is marked Failed.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 

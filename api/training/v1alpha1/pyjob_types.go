@@ -125,6 +125,7 @@ type PyJobSpec struct {
 	// BackoffLimit is the number of retries of failed pods before the run fails (default 6, as
 	// for a batch Job).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
@@ -137,6 +138,7 @@ type PyJobSpec struct {
 
 	// TTLSecondsAfterFinished deletes the PyJob (and what it owns) this long after it finished.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=315360000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 

@@ -157,6 +157,8 @@ var table = []badInput{
 	}), update: func(o client.Object) { o.(framework.Job).GetRunPolicy().SchedulingPolicy.Queue = "b" }, field: "queue"},
 	{name: "TFJob name too long for its Services", obj: job(tf, func(j framework.Job) { j.SetName(strings.Repeat("a", 60)) }), field: "metadata.name", webhookOnly: true},
 	{name: "TFJob deadline that overflows a Duration", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().ActiveDeadlineSeconds = ptr.To[int64](9_999_999_999) }), field: "spec.runPolicy.activeDeadlineSeconds"},
+	{name: "TFJob TTL above ten years", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().TTLSecondsAfterFinished = ptr.To[int32](315_360_001) }), field: "spec.runPolicy.ttlSecondsAfterFinished"},
+	{name: "TFJob backoffLimit above a million", obj: job(tf, func(j framework.Job) { j.GetRunPolicy().BackoffLimit = ptr.To[int32](1_000_001) }), field: "spec.runPolicy.backoffLimit"},
 	{name: "TFJob negative scheduleTimeoutSeconds", obj: job(tf, func(j framework.Job) {
 		j.GetRunPolicy().SchedulingPolicy = &kubeflowv1.SchedulingPolicy{ScheduleTimeoutSeconds: ptr.To[int32](-1)}
 	}), field: "scheduleTimeoutSeconds"},
@@ -171,6 +173,9 @@ var table = []badInput{
 	}, field: "spec.tfReplicaSpecs"},
 	// PyTorchJob
 	{name: "PyTorchJob rendezvous port above 65535", obj: job(pt, func(j framework.Job) { elastic(j).RDZVPort = ptr.To[int32](70000) }), field: "rdzvPort"},
+	{name: "PyTorchJob maxRestarts above a million", obj: job(pt, func(j framework.Job) { elastic(j).MaxRestarts = ptr.To[int32](1_000_001) }), field: "maxRestarts"},
+	{name: "PyTorchJob nprocPerNode above 4096", obj: job(pt, func(j framework.Job) { j.(*kubeflowv1.PyTorchJob).Spec.NprocPerNode = ptr.To("5000") }), field: "spec.nprocPerNode"},
+	{name: "PyTorchJob nprocPerNode that overflows an int32", obj: job(pt, func(j framework.Job) { j.(*kubeflowv1.PyTorchJob).Spec.NprocPerNode = ptr.To("99999999999") }), field: "spec.nprocPerNode"},
 	{name: "PyTorchJob two masters", obj: job(pt, func(j framework.Job) { spec(j, "Master").Replicas = ptr.To[int32](2) }), field: "spec.pytorchReplicaSpecs[Master].replicas"},
 	{name: "PyTorchJob no workers", obj: job(pt, func(j framework.Job) { spec(j, "Worker").Replicas = ptr.To[int32](0) }), field: "spec.pytorchReplicaSpecs[Worker].replicas"},
 	{name: "PyTorchJob elastic without Worker", obj: func(ns string) client.Object {
@@ -220,6 +225,8 @@ var table = []badInput{
 		o.(*trainingv1alpha1.PyJob).Spec.Image = "pytorch/pytorch:2.1"
 	}, field: "spec.image"},
 	{name: "PyJob workers above the limit", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.Workers = 100001 }), field: "spec.workers"},
+	{name: "PyJob backoffLimit above a million", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.BackoffLimit = ptr.To[int32](1_000_001) }), field: "spec.backoffLimit"},
+	{name: "PyJob TTL above ten years", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.TTLSecondsAfterFinished = ptr.To[int32](315_360_001) }), field: "spec.ttlSecondsAfterFinished"},
 	{name: "PyJob deadline that overflows a Duration", obj: pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](9_999_999_999) }), field: "spec.activeDeadlineSeconds"},
 	{name: "PyJob output at the dataset's path", obj: pyJob(func(p *trainingv1alpha1.PyJob) {
 		p.Spec.DatasetPath, p.Spec.OutputPath = "/mnt/data", "/mnt/data"
