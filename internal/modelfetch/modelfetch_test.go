@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -310,7 +311,14 @@ func TestArchivesAreBounded(t *testing.T) {
 	w, _ := zw.CreateHeader(&zip.FileHeader{Name: "model.bin", Method: zip.Store})
 	w.Write(bytes.Repeat([]byte("x"), 1000))
 	zw.Close()
+	manyZipped := zipOf(t, limit+1)
+	// An end record that claims 60,000 entries before a central directory of one: refused by its
+	// count, before the directory is parsed (an entry in memory each).
+	liar := bytes.Clone(zipped.Bytes())
+	binary.LittleEndian.PutUint16(liar[len(liar)-22+8:], 60000)
+	binary.LittleEndian.PutUint16(liar[len(liar)-22+10:], 60000)
 	bodies := map[string][]byte{
+		"/many.zip": manyZipped, "/liar.zip": liar,
 		"/files.tar.gz": many(limit+1, false), "/dirs.tar.gz": many(limit+1, true), "/default.tar.gz": many(maxEntries+1, true),
 		"/deep.tar.gz": deep, "/nested.tar.gz": tarGz(t, nested), "/good.tgz": good, "/model.zip": zipped.Bytes(),
 	}
@@ -330,6 +338,11 @@ func TestArchivesAreBounded(t *testing.T) {
 	}
 	sum := sha256.Sum256(good)
 	dir := t.TempDir()
+	for name, want := range map[string]string{"many.zip": "more than 1000 entries", "liar.zip": "more than 1000 entries"} {
+		if _, err := Fetch(ctx, srv.URL+"/"+name, t.TempDir(), Options{MaxEntries: limit}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
 	if _, err := Fetch(ctx, srv.URL+"/good.tgz", dir, Options{SHA256: hex.EncodeToString(sum[:]), MaxBytes: 7}); err != nil || read(t, filepath.Join(dir, "model", "weights.bin")) != "weights" {
 		t.Fatalf("a .tgz with its digest, unpacked within the limit: %v", err)
 	}
@@ -381,5 +394,43 @@ func TestFetchErrorsKeepNoSecret(t *testing.T) {
 		if strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("the error keeps a secret: %v", err)
 		}
+	}
+}
+
+// zipOf is a .zip of n empty files.
+func zipOf(t *testing.T, n int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for i := range n {
+		if _, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("f%d", i), Method: zip.Store}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A .zip's entry count is read from its end record, and from the Zip64 end record where the
+// count does not fit 16 bits.
+func TestZipEntriesReadsTheEndRecords(t *testing.T) {
+	for _, n := range []int{0, 3, 65535, 65536, 70000} {
+		file := filepath.Join(t.TempDir(), "m.zip")
+		if err := os.WriteFile(file, zipOf(t, n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		info, _ := os.Stat(file)
+		if got, err := zipEntries(file, info.Size()); err != nil || got != uint64(n) {
+			t.Errorf("a .zip of %d entries: %d, %v", n, got, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "not.zip")
+	if err := os.WriteFile(file, []byte("just bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zipEntries(file, 10); err == nil || !strings.Contains(err.Error(), "not a .zip file") {
+		t.Errorf("a file that is no .zip: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -105,6 +106,13 @@ func (f *fetcher) unzip(file string) error {
 	if err != nil {
 		return err
 	}
+	// The central directory is parsed whole (an entry in memory each) by OpenReader: its count,
+	// in the end record, is read first.
+	if n, err := zipEntries(file, info.Size()); err != nil {
+		return err
+	} else if n > uint64(f.maxEntries()) {
+		return f.tooManyEntries()
+	}
 	zr, err := zip.OpenReader(file)
 	if err != nil {
 		return err
@@ -140,6 +148,62 @@ func (f *fetcher) unzip(file string) error {
 	}
 	f.bytes -= info.Size()
 	return nil
+}
+
+// The .zip end records (APPNOTE.TXT 4.3.14 to 4.3.16): the end of central directory record, at
+// most 64 KiB of comment before the file's end, and where its count does not fit 16 bits the
+// Zip64 end record, found through the locator just before it.
+const (
+	zipEndSignature     = 0x06054b50
+	zipEndSize          = 22
+	zip64LocatorSig     = 0x07064b50
+	zip64LocatorSize    = 20
+	zip64EndSignature   = 0x06064b50
+	zip64EndSize        = 56
+	zipMaxCommentLength = 1<<16 - 1
+)
+
+// zipEntries is the number of entries a .zip's end record says its central directory has.
+func zipEntries(file string, size int64) (uint64, error) {
+	fh, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	tail := min(size, zipEndSize+zipMaxCommentLength+zip64LocatorSize)
+	buf := make([]byte, tail)
+	if _, err := fh.ReadAt(buf, size-tail); err != nil {
+		return 0, err
+	}
+	end := -1
+	for i := len(buf) - zipEndSize; i >= 0; i-- {
+		if binary.LittleEndian.Uint32(buf[i:]) == zipEndSignature {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return 0, errors.New("it is not a .zip file (no end of central directory record)")
+	}
+	if n := binary.LittleEndian.Uint16(buf[end+10:]); n != 0xffff {
+		return uint64(n), nil
+	}
+	loc := end - zip64LocatorSize
+	if loc < 0 || binary.LittleEndian.Uint32(buf[loc:]) != zip64LocatorSig {
+		return 0xffff, nil
+	}
+	rec := make([]byte, zip64EndSize)
+	at := int64(binary.LittleEndian.Uint64(buf[loc+8:]))
+	if at < 0 || at > size-zip64EndSize {
+		return 0, errors.New("its Zip64 end record lies outside the file: it is not a valid .zip file")
+	}
+	if _, err := fh.ReadAt(rec, at); err != nil {
+		return 0, err
+	}
+	if binary.LittleEndian.Uint32(rec) != zip64EndSignature {
+		return 0, errors.New("its Zip64 end record is missing: it is not a valid .zip file")
+	}
+	return binary.LittleEndian.Uint64(rec[32:]), nil
 }
 
 // isZip says whether a saved object is a .zip to unpack.
