@@ -79,10 +79,14 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 		}
 		errs = append(errs, err)
 	}
+	var refusals []error // of the secrets and extras: said in the status
 	if p.CreateSecrets {
 		err := r.createSecrets(ctx, job)
 		if err == nil {
 			r.mem.update(key, job.GetUID(), func(j *jobMemory) { j.secretsCreated = true })
+		}
+		if owned.Refused(err) {
+			refusals = append(refusals, err)
 		}
 		errs = append(errs, err)
 	}
@@ -104,7 +108,13 @@ func (r *Reconciler) beforePods(ctx context.Context, job framework.Job, mem jobM
 				p.RequeueAfter = replanSoon // the way is clear: the next plan creates the pods
 			}
 		}
+		if owned.Refused(err) {
+			refusals = append(refusals, err)
+		}
 		errs = append(errs, err)
+	}
+	if (p.CreateSecrets || p.Extras != nil) && r.noteExtrasRefusal(key, job.GetUID(), mem.refusedExtras, errors.Join(refusals...)) {
+		p.RequeueAfter = replanSoon // the next plan says it in the status, or that it ended
 	}
 	return events, errors.Join(errs...)
 }

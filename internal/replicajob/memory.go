@@ -46,6 +46,9 @@ type jobMemory struct {
 	// and services (a quota, an admission policy), until a creation succeeds: the next plan says
 	// it in the status.
 	refused, refusedServices string
+	// refusedExtras is why the apiserver last refused the job's secrets or extras (a quota, a
+	// policy), until they are written: the next plan says it in the status.
+	refusedExtras string
 	// podConflict names an object of a pod's name that is not the job's, until a creation succeeds.
 	podConflict string
 	// conflict names the object in the way of the job's extras, until they are synced: the next

@@ -161,6 +161,8 @@ type Inputs struct {
 	// and its services ("": it did not); PodConflict names an object of a pod's name that is not
 	// the job's ("": none).
 	Refused, RefusedServices, PodConflict string
+	// RefusedExtras is why the apiserver last refused the job's secrets or extras ("": it did not).
+	RefusedExtras string
 	// Conflict says which object in the way of the job's extras holds its pods ("": none).
 	Conflict string
 	// SecretsCreated says this process created the job's secrets; ExtrasSynced is the
@@ -274,8 +276,18 @@ func (p *planner) sayWhyItWaits() {
 	msg := createdMessage(p.fw, p.job.GetName())
 	st := &p.plan.Status
 	var why []string
-	if !isFinished(st) && !isSuspended(p.job) && p.in.RefusedServices != "" {
-		why = append(why, "services cannot be created: "+strings.TrimSuffix(p.in.RefusedServices, ".")+"; kiln retries, and a failed replica restarts once its service records the retry")
+	// What the apiserver refuses is said while the job runs too: a replacement pod, a Service or
+	// an extra the pods mount may be refused at any time.
+	if !isFinished(st) && !isSuspended(p.job) {
+		if p.in.RefusedServices != "" {
+			why = append(why, "services cannot be created: "+strings.TrimSuffix(p.in.RefusedServices, ".")+"; kiln retries, and a failed replica restarts once its service records the retry")
+		}
+		if p.in.RefusedExtras != "" {
+			why = append(why, "objects the pods need cannot be written: "+strings.TrimSuffix(p.in.RefusedExtras, ".")+"; kiln retries, and the pods wait for what they mount")
+		}
+		if p.in.Refused != "" {
+			why = append(why, "pods cannot be created: "+strings.TrimSuffix(p.in.Refused, ".")+"; kiln retries until the quota or policy allows them")
+		}
 	}
 	if !isFinished(st) && !isSuspended(p.job) && !hasCondition(st, kubeflowv1.JobRunning) {
 		if p.in.GangWaiting != "" {
@@ -286,9 +298,6 @@ func (p *planner) sayWhyItWaits() {
 		}
 		if p.in.PodConflict != "" {
 			why = append(why, strings.TrimSuffix(p.in.PodConflict, "."))
-		}
-		if p.in.Refused != "" {
-			why = append(why, "pods cannot be created: "+strings.TrimSuffix(p.in.Refused, ".")+"; kiln retries until the quota or policy allows them")
 		}
 		if stuck := p.stuckPod(); stuck != "" {
 			why = append(why, stuck)

@@ -543,6 +543,27 @@ func TestRefusedServicesAreSaidAndHoldRestarts(t *testing.T) {
 	}
 }
 
+// What the apiserver refuses of a running job reaches its status too: the replacement of a failed
+// pod, and the objects its pods mount.
+func TestRefusalsOfARunningJobAreSaid(t *testing.T) {
+	w := newWorld(tf, builder.TFJob("j", "ns").Replicas("Worker", 2)).all(corev1.PodRunning)
+	pods := `pods "j-worker-1" is forbidden: exceeded quota: team-a`
+	extras := `configmaps "j-config" is forbidden: exceeded quota: team-a`
+	p, err := plan(w.fw, w.plugins, w.job, Inputs{Pods: w.pods, Services: w.services, Now: now, Refused: pods, RefusedExtras: extras})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCondition(&p.Status, kubeflowv1.JobRunning) {
+		t.Fatalf("not Running: %+v", p.Status.Conditions)
+	}
+	c := getCondition(&p.Status, kubeflowv1.JobCreated)
+	for _, want := range []string{"pods cannot be created: " + pods, "objects the pods need cannot be written: " + extras} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Created: %q, want %q", c.Message, want)
+		}
+	}
+}
+
 // A large job's replicas (a pod and its service each) are created in batches: 64 first, then as
 // many as exist, at most 500 per reconcile, one object while the apiserver refuses them; a job of
 // 64 replicas at once.

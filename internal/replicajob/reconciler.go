@@ -10,6 +10,7 @@ package replicajob
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,6 +106,19 @@ func (r *Reconciler) noteServiceRefusal(key types.NamespacedName, uid types.UID,
 	})
 }
 
+// noteExtrasRefusal keeps what the apiserver refused of a job's secrets and extras (err is a
+// refusal: owned.Refused), or forgets it (nil). It says whether that changed.
+func (r *Reconciler) noteExtrasRefusal(key types.NamespacedName, uid types.UID, was string, err error) bool {
+	why := ""
+	if err != nil {
+		why = strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	if why != was {
+		r.mem.update(key, uid, func(j *jobMemory) { j.refusedExtras = why })
+	}
+	return why != was
+}
+
 // NewReconciler returns the reconciler of fw's jobs.
 // reader reads the apiserver: the extras are in no cache of the engine's, and are read only before
 // they are written (see syncExtras).
@@ -171,7 +185,7 @@ func (r *Reconciler) validate(job framework.Job, mem jobMemory) field.ErrorList 
 // read once for the plan and for execute's sync.
 func (r *Reconciler) observe(ctx context.Context, job framework.Job, mem jobMemory, kids Family, now time.Time) (Inputs, gang.Seen, error) {
 	in := Inputs{Pods: kids.Pods, Services: kids.Services, Jobs: kids.Jobs, Now: now, Seen: mem.status.since, Carried: mem.carried, Invalid: r.validate(job, mem),
-		Refused: mem.refused, RefusedServices: mem.refusedServices, PodConflict: mem.podConflict, Conflict: mem.conflict,
+		Refused: mem.refused, RefusedServices: mem.refusedServices, RefusedExtras: mem.refusedExtras, PodConflict: mem.podConflict, Conflict: mem.conflict,
 		SecretsCreated: mem.secretsCreated, ExtrasSynced: mem.extras}
 	var seen gang.Seen
 	if r.gang == nil {

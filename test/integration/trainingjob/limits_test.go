@@ -78,3 +78,30 @@ func TestRefusedServicesReachTheStatus(t *testing.T) {
 		return fmt.Errorf("no Created condition names the refused services: %+v", get(t, job).GetJobStatus().Conditions)
 	})
 }
+
+// An MPIJob whose hostfile ConfigMap the apiserver refuses (a quota) says so in its status: its
+// pods would wait for the volume without a word.
+func TestRefusedExtrasReachTheStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-configmaps", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}
+	if err := env.Client.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no quota controller: write the usage it would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}
+	if err := env.Client.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	job := create(t, builder.MPIJob("hostfile", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj())
+	testenv.Eventually(t, func() error {
+		for _, c := range get(t, job).GetJobStatus().Conditions {
+			if c.Type == kubeflowv1.JobCreated && strings.Contains(c.Message, "objects the pods need cannot be written") && strings.Contains(c.Message, `configmaps "hostfile-config" is forbidden: exceeded quota`) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Created condition names the refused ConfigMap: %+v", get(t, job).GetJobStatus().Conditions)
+	})
+}
