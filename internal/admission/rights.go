@@ -56,9 +56,10 @@ type grant struct {
 }
 
 // podGrants are what spec gives its pods beyond what any pod of the namespace has: a
-// ServiceAccount other than default, Secrets as environment or volumes, the node's namespaces,
-// paths or ports, privileged containers and added capabilities. (Image pull Secrets and CSI
-// volumes are not checked.)
+// ServiceAccount other than default, Secrets as environment or volumes (the volume plugins that
+// are given a Secret's contents too: CSI, Ceph, iSCSI, Azure File, Flex, ...), the node's
+// namespaces, paths or ports, privileged containers and added capabilities. (Image pull Secrets
+// are not checked: the kubelet pulls with them, the pod never reads them.)
 func podGrants(spec *corev1.PodSpec, path *field.Path) []grant {
 	var out []grant
 	out = append(out, serviceAccountGrant(spec.ServiceAccountName, path.Child("serviceAccountName"))...)
@@ -83,6 +84,10 @@ func podGrants(spec *corev1.PodSpec, path *field.Path) []grant {
 					out = append(out, grant{vp.Child("projected", "sources").Index(j).Child("secret"), fmt.Sprintf("mounts Secret %q", s.Secret.Name)})
 				}
 			}
+		default:
+			if at, name := volumeSecret(&v.VolumeSource); name != "" {
+				out = append(out, grant{vp.Child(at[0], at[1:]...), fmt.Sprintf("mounts a volume with Secret %q", name)})
+			}
 		}
 	}
 	for kind, cs := range map[string][]corev1.Container{"initContainers": spec.InitContainers, "containers": spec.Containers} {
@@ -92,6 +97,36 @@ func podGrants(spec *corev1.PodSpec, path *field.Path) []grant {
 	}
 	sortGrants(out)
 	return out
+}
+
+// volumeSecret is the Secret a volume plugin is given to mount the volume, and the field that
+// names it ("" when it has none).
+func volumeSecret(v *corev1.VolumeSource) (at []string, name string) {
+	ref := func(r *corev1.LocalObjectReference) string {
+		if r == nil {
+			return ""
+		}
+		return r.Name
+	}
+	switch {
+	case v.CSI != nil:
+		return []string{"csi", "nodePublishSecretRef"}, ref(v.CSI.NodePublishSecretRef)
+	case v.AzureFile != nil:
+		return []string{"azureFile", "secretName"}, v.AzureFile.SecretName
+	case v.CephFS != nil:
+		return []string{"cephfs", "secretRef"}, ref(v.CephFS.SecretRef)
+	case v.RBD != nil:
+		return []string{"rbd", "secretRef"}, ref(v.RBD.SecretRef)
+	case v.ISCSI != nil:
+		return []string{"iscsi", "secretRef"}, ref(v.ISCSI.SecretRef)
+	case v.FlexVolume != nil:
+		return []string{"flexVolume", "secretRef"}, ref(v.FlexVolume.SecretRef)
+	case v.ScaleIO != nil:
+		return []string{"scaleIO", "secretRef"}, ref(v.ScaleIO.SecretRef)
+	case v.StorageOS != nil:
+		return []string{"storageos", "secretRef"}, ref(v.StorageOS.SecretRef)
+	}
+	return nil, ""
 }
 
 func sortGrants(gs []grant) {
