@@ -93,3 +93,6 @@ func ToolVersion(tool, module string) (string, error) {
 	}
 	return "", fmt.Errorf("%s requires no version of %s", path, module)
 }
+
+// Tail is the end of the process's log (its last 3,000 bytes).
+func (p *Process) Tail() string { return logTail(p.Log) }

@@ -3,10 +3,13 @@ package addons
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,31 +59,119 @@ func startKEDA(c *testenv.Cluster, dir string) (func(), error) {
 	if err := writeFiles(certDir, files); err != nil {
 		return nil, err
 	}
-	var addrs [4]string
+	scaler, err := startHTTPScaler(home, dir)
+	if err != nil {
+		return nil, err
+	}
+	// Each try on fresh local addresses: a port found free may be taken by another process before
+	// the operator binds it (the add-ons and the control plane start at once).
+	var tries []string
+	for range 3 {
+		kedaOperator, err = startKEDAOperator(c, home, dir, certDir)
+		if err == nil {
+			return func() { kedaOperator.Stop(); scaler.Stop() }, nil
+		}
+		tries = append(tries, err.Error())
+	}
+	scaler.Stop()
+	return nil, fmt.Errorf("KEDA's operator did not start in 3 tries:\n%s", strings.Join(tries, "\n"))
+}
+
+// kedaOperator is the running KEDA operator, whose state the tests report when KEDA does not act.
+var kedaOperator *testenv.Process
+
+// startKEDAOperator starts KEDA's operator on fresh local addresses and waits until it is ready
+// (its readyz answers), or has exited, or a minute passed.
+func startKEDAOperator(c *testenv.Cluster, home, dir, certDir string) (*testenv.Process, error) {
+	var addrs [3]string
 	for i := range addrs {
+		var err error
 		if addrs[i], err = devcluster.FreeAddr(); err != nil {
 			return nil, err
 		}
-	}
-	kedaScaler, pendingFile = addrs[3], filepath.Join(dir, "pending-requests")
-	scalers, _ := filepath.Glob(filepath.Join(home, "httpscaler-*"))
-	if len(scalers) != 1 {
-		return nil, fmt.Errorf("no stand-in HTTP add-on scaler in %s: run `bash hack/tools.sh addons`", home)
-	}
-	scaler, err := testenv.StartProcess("httpscaler", dir, nil, scalers[0], "--listen", kedaScaler, "--pending-file", pendingFile)
-	if err != nil {
-		return nil, err
 	}
 	operator, err := testenv.StartProcess("keda-operator", dir,
 		[]string{"KUBECONFIG=" + c.Kubeconfig, "POD_NAMESPACE=keda", "KEDA_CLUSTER_OBJECT_NAMESPACE=keda", "WATCH_NAMESPACE="},
 		filepath.Join(home, "keda-operator"), "--leader-elect=false", "--cert-dir", certDir, "--ca-dir", certDir,
 		"--metrics-bind-address", addrs[0], "--health-probe-bind-address", addrs[1], "--metrics-service-bind-address", addrs[2])
-	stop := func() { operator.Stop(); scaler.Stop() }
 	if err != nil {
-		scaler.Stop()
 		return nil, err
 	}
-	return stop, nil
+	if err := waitServing(operator, "http://"+addrs[1]+"/readyz"); err != nil {
+		operator.Stop()
+		return nil, err
+	}
+	return operator, nil
+}
+
+// startHTTPScaler starts the stand-in for the HTTP add-on's scaler on a fresh local address
+// (kedaScaler), reporting the requests waiting that pendingFile holds, and waits until it
+// accepts connections; up to 3 tries, as for KEDA's operator.
+func startHTTPScaler(home, dir string) (*testenv.Process, error) {
+	scalers, _ := filepath.Glob(filepath.Join(home, "httpscaler-*"))
+	if len(scalers) != 1 {
+		return nil, fmt.Errorf("no stand-in HTTP add-on scaler in %s: run `bash hack/tools.sh addons`", home)
+	}
+	pendingFile = filepath.Join(dir, "pending-requests")
+	var tries []string
+	for range 3 {
+		addr, err := devcluster.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		scaler, err := testenv.StartProcess("httpscaler", dir, nil, scalers[0], "--listen", addr, "--pending-file", pendingFile)
+		if err != nil {
+			return nil, err
+		}
+		if err = waitServing(scaler, addr); err == nil {
+			kedaScaler = addr
+			return scaler, nil
+		}
+		scaler.Stop()
+		tries = append(tries, err.Error())
+	}
+	return nil, fmt.Errorf("the stand-in HTTP add-on scaler did not start in 3 tries:\n%s", strings.Join(tries, "\n"))
+}
+
+// waitServing waits up to a minute until p answers at target (an http:// URL answered with 200,
+// or a host:port that accepts connections), failing at once when p exits.
+func waitServing(p *testenv.Process, target string) error {
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := p.Exited(); err != nil {
+			return false, err
+		}
+		if !strings.HasPrefix(target, "http://") {
+			conn, err := net.DialTimeout("tcp", target, time.Second)
+			if last = err; err == nil {
+				conn.Close()
+			}
+			return err == nil, nil
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if last = err; err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("%s answered %s", target, resp.Status)
+		}
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not answer at %s within a minute: %w (last: %v); its log: %s", p.Name, target, err, last, p.Log)
+	}
+	return nil
+}
+
+// operatorState says whether KEDA's operator runs, with the end of its log: what a test that
+// waits for KEDA says when KEDA does not act.
+func operatorState() string {
+	if err := kedaOperator.Exited(); err != nil {
+		return err.Error()
+	}
+	return "KEDA's operator runs; the end of its log (" + kedaOperator.Log + "):\n" + kedaOperator.Tail()
 }
 
 func writeFiles(dir string, files map[string][]byte) error {
@@ -131,7 +223,7 @@ func TestScaleToZeroAndBackWithKEDA(t *testing.T) {
 			return err
 		}
 		if status, why := condition(so, "Ready"); status != "True" {
-			return fmt.Errorf("KEDA has not accepted the ScaledObject: Ready %s %s", status, why)
+			return fmt.Errorf("KEDA has not accepted the ScaledObject: Ready %q %s; %s", status, why, operatorState())
 		}
 		return nil
 	})
@@ -142,7 +234,10 @@ func TestScaleToZeroAndBackWithKEDA(t *testing.T) {
 			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(isvc), fresh); err != nil {
 				return err
 			}
-			return check(fresh)
+			if err := check(fresh); err != nil {
+				return fmt.Errorf("%w; %s", err, operatorState())
+			}
+			return nil
 		})
 		return fresh
 	}
