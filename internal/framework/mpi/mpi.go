@@ -253,10 +253,32 @@ func validate(cfg Config, job *kubeflowv1.MPIJob, specs *field.Path) (field.Erro
 			errs = append(errs, field.Invalid(field.NewPath("spec", "mainContainer"), mc, "names no container of the Worker template: name one, or remove it to use the first"))
 		}
 	}
+	if n, size := framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker]), configMapBytes(cfg, job); size > maxConfigMapBytes {
+		errs = append(errs, field.Invalid(specs.Key(string(worker)).Child("replicas"), n, fmt.Sprintf(
+			"the job's ConfigMap %s would list its %d workers in %d bytes, more than the %d a ConfigMap holds: use fewer workers or a shorter job name (a job written at v2beta1 names each host <pod>.<job>.<namespace>.svc)",
+			ConfigMapName(job.Name), n, size, maxConfigMapBytes)))
+	}
 	if c, r := job.Spec.CleanPodPolicy, job.Spec.RunPolicy.CleanPodPolicy; c != nil && r != nil && *c != *r {
 		warnings = append(warnings, fmt.Sprintf("spec.cleanPodPolicy (%s) is deprecated and differs from spec.runPolicy.cleanPodPolicy (%s), which applies: remove spec.cleanPodPolicy", *c, *r))
 	}
 	return errs, warnings
+}
+
+// maxConfigMapBytes is what the apiserver lets a ConfigMap's data hold (1 MiB).
+const maxConfigMapBytes = 1 << 20
+
+// configMapBytes is the size of the job's ConfigMap data once every worker runs (its
+// discover_hosts.sh then lists them all).
+func configMapBytes(cfg Config, job *kubeflowv1.MPIJob) int {
+	all := make([]int, framework.NumReplicas(job.Spec.MPIReplicaSpecs[worker]))
+	for i := range all {
+		all[i] = i
+	}
+	size := len(HostfileName) + len(Hostfile(job)) + len(DiscoverHostsName) + len(DiscoverHosts(job, all))
+	if remoteStart(cfg, job) == kubeflowv1.MPIRemoteStartKubectlExec {
+		size += len(KubexecName) + len(Kubexec(job))
+	}
+	return size
 }
 
 func hasContainer(spec *corev1.PodSpec, name string) bool {

@@ -284,6 +284,15 @@ func TestValidate(t *testing.T) {
 		{name: "unknown launcher creation policy", edit: func(j *kubeflowv1.MPIJob) {
 			j.Annotations = map[string]string{kubeflowv1.AnnotationMPILauncherCreationPolicy: "Later"}
 		}, errs: []string{`metadata.annotations[kiln.dev/mpi-launcher-creation-policy]: Unsupported value: "Later"`}},
+		{name: "5000 workers at v1", edit: func(j *kubeflowv1.MPIJob) {
+			j.Name = strings.Repeat("a", 40)
+			j.Spec.MPIReplicaSpecs["Worker"].Replicas = ptr.To[int32](5000)
+		}},
+		{name: "5000 workers at v2beta1: their FQDNs overflow the ConfigMap", edit: func(j *kubeflowv1.MPIJob) {
+			j.Name, j.Namespace = strings.Repeat("a", 40), strings.Repeat("n", 63)
+			j.Annotations = map[string]string{kubeflowv1.AnnotationAPIVersion: "kubeflow.org/v2beta1"}
+			j.Spec.MPIReplicaSpecs["Worker"].Replicas = ptr.To[int32](5000)
+		}, errs: []string{"spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 5000: the job's ConfigMap " + strings.Repeat("a", 40) + "-config would list its 5000 workers in"}},
 		{name: "both clean-pod policies", edit: func(j *kubeflowv1.MPIJob) {
 			j.Spec.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyAll)
 			j.Spec.RunPolicy.CleanPodPolicy = ptr.To(kubeflowv1.CleanPodPolicyNone)
