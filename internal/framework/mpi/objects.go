@@ -48,7 +48,8 @@ func launcherAccount(job *kubeflowv1.MPIJob) string {
 // mode) and, in kubectl-exec mode, the launcher's ServiceAccount, Role and RoleBinding. The Role
 // grants get and exec on this job's own worker pods only, by name: those that exist and the job
 // controls (State.Existing). A pod of a worker's name that another job made (a TFJob of the
-// same name has pods <job>-worker-<i> too) is never among them.
+// same name has pods <job>-worker-<i> too) is not among them; RBAC names pods, not owners, so
+// between a worker's deletion and the reconcile it starts the Role still names the freed name.
 func extras(cfg Config, job *kubeflowv1.MPIJob, s framework.State) []framework.Extra {
 	data := map[string]string{
 		HostfileName:      Hostfile(job),
