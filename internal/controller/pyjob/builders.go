@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
@@ -148,6 +149,38 @@ func outputAccessMode(job *trainingv1alpha1.PyJob) corev1.PersistentVolumeAccess
 		return corev1.ReadWriteMany
 	}
 	return corev1.ReadWriteOnce
+}
+
+// child is one object a PyJob's batch Job mounts or reaches: whether the job has it, its
+// builder (called only when it does) and an empty object of its type.
+type child struct {
+	want  bool
+	build func(*trainingv1alpha1.PyJob) client.Object
+	empty func() client.Object
+}
+
+// mounted are what a PyJob's batch Job mounts and reaches, in the order they are made: its script,
+// its output claim, its NetworkPolicy (defaultPolicy where the job chooses none) and its Service.
+func mounted(job *trainingv1alpha1.PyJob, defaultPolicy string) []child {
+	return []child{
+		{job.Spec.Script != "", func(j *trainingv1alpha1.PyJob) client.Object { return desiredScript(j) }, func() client.Object { return &corev1.ConfigMap{} }},
+		{job.Spec.Output != nil && job.Spec.Output.Size != nil, func(j *trainingv1alpha1.PyJob) client.Object { return desiredClaim(j) },
+			func() client.Object { return &corev1.PersistentVolumeClaim{} }},
+		{netpol.Mode(job.Annotations, defaultPolicy) == netpol.Isolated, func(j *trainingv1alpha1.PyJob) client.Object { return desiredNetworkPolicy(j) },
+			func() client.Object { return &networkingv1.NetworkPolicy{} }},
+		{distributed(job), func(j *trainingv1alpha1.PyJob) client.Object { return desiredService(j) }, func() client.Object { return &corev1.Service{} }},
+	}
+}
+
+// Children are every object a PyJob makes, as the reconciler builds them, its batch Job last.
+func Children(job *trainingv1alpha1.PyJob, defaultPolicy string) []client.Object {
+	var out []client.Object
+	for _, c := range mounted(job, defaultPolicy) {
+		if c.want {
+			out = append(out, c.build(job))
+		}
+	}
+	return append(out, desiredJob(job))
 }
 
 // desiredJob is the batch Job that runs the workers.

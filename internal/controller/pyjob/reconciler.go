@@ -26,7 +26,6 @@ import (
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/gang"
-	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
@@ -391,22 +390,16 @@ type problem struct{ reason, message string }
 // first problem; reused is an earlier run's output claim it mounts.
 func (r *Reconciler) ensureChildren(ctx context.Context, job *trainingv1alpha1.PyJob) (_ problem, reused *corev1.PersistentVolumeClaim, _ error) {
 	claim := &corev1.PersistentVolumeClaim{}
-	children := []struct {
-		want  bool
-		build func(*trainingv1alpha1.PyJob) client.Object // called only when wanted
-		got   client.Object
-	}{
-		{job.Spec.Script != "", func(j *trainingv1alpha1.PyJob) client.Object { return desiredScript(j) }, &corev1.ConfigMap{}},
-		{job.Spec.Output != nil && job.Spec.Output.Size != nil, func(j *trainingv1alpha1.PyJob) client.Object { return desiredClaim(j) }, claim},
-		{netpol.Mode(job.Annotations, r.DefaultNetworkPolicy) == netpol.Isolated, func(j *trainingv1alpha1.PyJob) client.Object { return desiredNetworkPolicy(j) }, &networkingv1.NetworkPolicy{}},
-		{distributed(job), func(j *trainingv1alpha1.PyJob) client.Object { return desiredService(j) }, &corev1.Service{}},
-	}
-	for _, c := range children {
+	for _, c := range mounted(job, r.DefaultNetworkPolicy) {
 		if !c.want {
 			continue
 		}
-		if p, err := r.ensure(ctx, job, c.build(job), c.got); err != nil || p.reason != "" {
+		got := c.empty()
+		if p, err := r.ensure(ctx, job, c.build(job), got); err != nil || p.reason != "" {
 			return p, nil, err
+		}
+		if cl, ok := got.(*corev1.PersistentVolumeClaim); ok {
+			claim = cl
 		}
 	}
 	if claim.Name != "" && claim.CreationTimestamp.Before(&job.CreationTimestamp) {

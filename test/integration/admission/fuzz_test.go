@@ -7,12 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -60,6 +65,53 @@ func FuzzAcceptedJobsMakeValidChildren(f *testing.F) {
 		for _, s := range services {
 			if err := env.Client.Create(ctx, s, client.DryRunAll); apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 				t.Fatalf("a %s was accepted, but the apiserver refuses its Service %s: %v\njob: %+v", fw.Kind, s.Name, err, job.GetReplicaSpecs())
+			}
+		}
+	})
+}
+
+// FuzzAcceptedPyJobsMakeValidChildren does for PyJobs what FuzzAcceptedJobsMakeValidChildren
+// does for the training kinds: every PyJob the CRD schema and the webhooks accept must make
+// children (its batch Job, Service, output claim, script ConfigMap and NetworkPolicy) that the
+// apiserver accepts.
+func FuzzAcceptedPyJobsMakeValidChildren(f *testing.F) {
+	f.Add("train", "pytorch/pytorch:2.0", uint8(1), uint8(0), "/data", "/output", "EPOCHS", "data", "", "print(1)", "team", "a")
+	f.Add("ddp", "trainer:1", uint8(4), uint8(8), "/mnt/data", "/mnt/out", "1BAD", "Bad_Claim", "../x", "", "a/b/c", "x")
+	f.Add("shm", "img", uint8(2), uint8(1), "/dev/shm", "/dev/shm", "A=B", "claim", "/abs", "x", "", "")
+	f.Add(strings.Repeat("n", 60), "img", uint8(255), uint8(200), "data", "/tmp", "", "c", "sub", "", "app", "-bad")
+	ready(f)
+	ns := env.Namespace(f)
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, name, image string, workers, gpus uint8, datasetPath, outputPath, envName, claim, subPath, script, labelKey, labelValue string) {
+		job := &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: trainingv1alpha1.PyJobSpec{Image: image, Workers: int32(workers), GPU: int32(gpus), DatasetPath: datasetPath, OutputPath: outputPath}}
+		if script != "" {
+			job.Spec.Script = script
+		} else {
+			job.Spec.Command = []string{"python", "train.py"}
+		}
+		if envName != "" {
+			job.Spec.Env = []corev1.EnvVar{{Name: envName, Value: "1"}}
+		}
+		if claim != "" {
+			job.Spec.Dataset = &trainingv1alpha1.DatasetStorage{ClaimName: claim, SubPath: subPath}
+			job.Spec.Output = &trainingv1alpha1.OutputStorage{Size: ptr.To(resource.MustParse("1Gi"))}
+		}
+		if labelKey != "" {
+			job.Labels = map[string]string{labelKey: labelValue}
+		}
+		err := env.Client.Create(ctx, job, client.DryRunAll)
+		switch {
+		case apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")):
+			t.Fatalf("the admission of a PyJob broke: %v", err)
+		case err != nil:
+			return // refused: the user is told why
+		}
+		for _, isolation := range []string{netpol.None, netpol.Isolated} {
+			for _, c := range pyjob.Children(job, isolation) {
+				if err := env.Client.Create(ctx, c, client.DryRunAll); apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+					t.Fatalf("a PyJob was accepted, but the apiserver refuses its %T %s: %v\njob: %+v", c, c.GetName(), err, job.Spec)
+				}
 			}
 		}
 	})
