@@ -185,55 +185,12 @@ func TestAdmissionNeverFailsAcrossAHealing(t *testing.T) {
 	ready(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	done := make(chan struct{})
+	addr := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
 	var calls atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 9)
-	for w := range 8 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				job := builder.TFJob(fmt.Sprintf("loop-%d-%d", w, i), ns).Replicas("Worker", 1).Obj()
-				calls.Add(1)
-				if err := env.Client.Create(ctx, job, client.DryRunAll); err != nil {
-					errs <- fmt.Errorf("request %d of loop %d: %w", i, w, err)
-					return
-				}
-			}
-		})
-	}
-	// And the order itself, sampled as fast as it goes: the certificate served is always of a CA
-	// the webhook configurations already carry.
-	wg.Go(func() {
-		addr := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test checks the chain itself
-			if err != nil {
-				continue
-			}
-			leaf := conn.ConnectionState().PeerCertificates[0]
-			conn.Close()
-			bundle, err := injectedBundle(ctx)
-			if err != nil {
-				continue
-			}
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(bundle)
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
-				errs <- fmt.Errorf("a certificate was served before the webhook configurations carried its CA: %w", err)
-				return
-			}
-		}
-	})
+	stop := admitInLoops(func(w, i int) error {
+		calls.Add(1)
+		return env.Client.Create(ctx, builder.TFJob(fmt.Sprintf("loop-%d-%d", w, i), ns).Replicas("Worker", 1).Obj(), client.DryRunAll)
+	}, func() (*x509.Certificate, error) { return servedLeaf(addr) }, func() ([]byte, error) { return injectedBundle(ctx) })
 	time.Sleep(time.Second)
 	key, old := deleteCertificate(t)
 	testenv.EventuallyWithin(t, 30*time.Second, func() error {
@@ -248,11 +205,71 @@ func TestAdmissionNeverFailsAcrossAHealing(t *testing.T) {
 		return servedFrom(pem.EncodeToMemory(current), net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port)))
 	})
 	time.Sleep(2 * time.Second) // and a while after the switch
-	close(done)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("admission failed across the healing: %v", err)
 	}
 	t.Logf("%d requests across the healing, none failed", calls.Load())
+}
+
+// admitInLoops sends requests through admission in 8 loops (create makes loop w's i-th) and, as
+// fast as it goes, checks the order of a certificate change: the leaf served verifies against
+// the bundle the webhook configurations carry. stop ends both and returns the first failure.
+func admitInLoops(create func(w, i int) error, served func() (*x509.Certificate, error), bundle func() ([]byte, error)) (stop func() error) {
+	done := make(chan struct{})
+	errs := make(chan error, 9)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := create(w, i); err != nil {
+					errs <- fmt.Errorf("request %d of loop %d: %w", i, w, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			leaf, err := served()
+			if err != nil {
+				continue
+			}
+			b, err := bundle()
+			if err != nil {
+				continue
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(b)
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
+				errs <- fmt.Errorf("a certificate was served before the webhook configurations carried its CA: %w", err)
+				return
+			}
+		}
+	})
+	return func() error {
+		close(done)
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+}
+
+// servedLeaf is the certificate the server at addr serves.
+func servedLeaf(addr string) (*x509.Certificate, error) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the caller checks the chain itself
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
 }

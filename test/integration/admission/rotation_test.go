@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,14 +89,6 @@ func TestAdmissionNeverFailsAcrossACARotation(t *testing.T) {
 		}
 		return nil
 	})
-	served := func() (*x509.Certificate, error) {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test checks the chain itself
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0], nil
-	}
 	secret := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotating-cert"}, secret); err != nil {
 		t.Fatal(err)
@@ -111,47 +102,13 @@ func TestAdmissionNeverFailsAcrossACARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan struct{})
-	errs := make(chan error, 9)
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if err := create(fmt.Sprintf("loop-%d-%d", w, i)); err != nil {
-					errs <- fmt.Errorf("request %d of loop %d: %w", i, w, err)
-					return
-				}
-			}
-		})
-	}
-	// And the order itself: the certificate served is always of a CA the configuration carries.
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			leaf, err := served()
-			if err != nil {
-				continue
-			}
-			fresh := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(config), fresh); err != nil {
-				continue
-			}
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(fresh.Webhooks[0].ClientConfig.CABundle)
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool}); err != nil {
-				errs <- fmt.Errorf("a certificate was served before the configuration carried its CA: %w", err)
-				return
-			}
+	served := func() (*x509.Certificate, error) { return servedLeaf(addr) }
+	stop := admitInLoops(func(w, i int) error { return create(fmt.Sprintf("loop-%d-%d", w, i)) }, served, func() ([]byte, error) {
+		fresh := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(config), fresh); err != nil {
+			return nil, err
 		}
+		return fresh.Webhooks[0].ClientConfig.CABundle, nil
 	})
 	time.Sleep(time.Second)
 	clk.SetTime(start.Add(62*time.Minute + 30*time.Second)) // the CA is due
@@ -169,10 +126,7 @@ func TestAdmissionNeverFailsAcrossACARotation(t *testing.T) {
 		clk.Step(500 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // and a while after the switch
-	close(done)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("admission failed across the CA rotation: %v", err)
 	}
 	if !rotated {
