@@ -54,6 +54,10 @@ var ErrTooLarge = errors.New("the model is larger than its size limit")
 func Fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 	what, err := fetch(ctx, uri, dir, o)
 	if err != nil {
+		// What it wrote before it stopped (a prefix's first objects, an archive's first entries)
+		// would hold the node's disk and inodes until the pod goes: the folder is the model's,
+		// and the next try starts from nothing anyway.
+		clearFolder(dir)
 		return "", redacted{err, uri}
 	}
 	return what, nil
@@ -115,11 +119,6 @@ func fetch(ctx context.Context, uri, dir string, o Options) (string, error) {
 		return fmt.Sprintf("%d files, %d bytes", f.files, f.bytes), nil
 	}
 	if o.SHA256 != "" && !strings.EqualFold(o.SHA256, f.digest) {
-		if f.unpacked {
-			clearFolder(dir) // what the archive held, written as it arrived
-		} else {
-			os.Remove(filepath.Join(dir, single))
-		}
 		return "", fmt.Errorf("fetching %s: its sha256 is %s, not %s as storage.sha256 says", Redact(uri), f.digest, o.SHA256)
 	}
 	if isZip(single) {
@@ -402,7 +401,7 @@ func explain(err error) error {
 	return err
 }
 
-// clearFolder removes what is in dir, best effort: a fetch that failed its check leaves nothing.
+// clearFolder removes what is in dir, best effort: a fetch that failed leaves nothing.
 func clearFolder(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {

@@ -325,24 +325,28 @@ func TestArchivesAreBounded(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(bodies[r.URL.Path]) }))
 	defer srv.Close()
 	ctx := context.Background()
-	if _, err := Fetch(ctx, srv.URL+"/default.tar.gz", t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "more than 100000 entries") {
-		t.Errorf("100,001 folders: %v, want them refused", err)
+	// refused fetches name into a folder of its own: it must fail saying want, and leave the
+	// folder empty (what it unpacked before it stopped would hold the node's disk and inodes).
+	refused := func(name string, o Options, want string) {
+		t.Helper()
+		dir := t.TempDir()
+		if _, err := Fetch(ctx, srv.URL+"/"+name, dir, o); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("%s: the refused fetch left %d entries, the first %s", name, len(entries), entries[0].Name())
+		}
 	}
+	refused("default.tar.gz", Options{}, "more than 100000 entries")
 	for name, want := range map[string]string{
 		"files.tar.gz": "more than 1000 entries", "dirs.tar.gz": "more than 1000 entries",
 		"deep.tar.gz": "nests 40 folders deep", "nested.tar.gz": "more than 1000 entries",
+		"many.zip": "more than 1000 entries", "liar.zip": "more than 1000 entries",
 	} {
-		if _, err := Fetch(ctx, srv.URL+"/"+name, t.TempDir(), Options{MaxEntries: limit}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want %q", name, err, want)
-		}
+		refused(name, Options{MaxEntries: limit}, want)
 	}
 	sum := sha256.Sum256(good)
 	dir := t.TempDir()
-	for name, want := range map[string]string{"many.zip": "more than 1000 entries", "liar.zip": "more than 1000 entries"} {
-		if _, err := Fetch(ctx, srv.URL+"/"+name, t.TempDir(), Options{MaxEntries: limit}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want %q", name, err, want)
-		}
-	}
 	if _, err := Fetch(ctx, srv.URL+"/good.tgz", dir, Options{SHA256: hex.EncodeToString(sum[:]), MaxBytes: 7}); err != nil || read(t, filepath.Join(dir, "model", "weights.bin")) != "weights" {
 		t.Fatalf("a .tgz with its digest, unpacked within the limit: %v", err)
 	}
@@ -356,10 +360,7 @@ func TestArchivesAreBounded(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("a .tgz that failed its digest left %v", entries)
 	}
-	_, err := Fetch(ctx, srv.URL+"/model.zip", t.TempDir(), Options{MaxBytes: 1500})
-	if err == nil || !strings.Contains(err.Error(), "the archive and what it holds together must fit") {
-		t.Errorf("a .zip of 1000 bytes unpacked beside itself under a 1500-byte limit: %v", err)
-	}
+	refused("model.zip", Options{MaxBytes: 1500}, "the archive and what it holds together must fit") // 1000 bytes beside themselves
 }
 
 // A fetch's error becomes the init container's termination message and the InferenceService's
