@@ -43,6 +43,9 @@ const (
 // toolsDir is where hack/tools.sh put the binaries (KUBEBUILDER_ASSETS as the suite found it).
 var toolsDir string
 
+// toolsEnv keeps toolsDir for the processes a suite starts.
+const toolsEnv = "KILN_ENVTEST_TOOLS"
+
 // Env is a running control plane.
 type Env struct {
 	env            *envtest.Environment
@@ -75,7 +78,13 @@ func StartServingPodGroups() (*Env, error) {
 }
 
 func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	// A suite points KUBEBUILDER_ASSETS at its wrappers below; the processes it starts (go test's
+	// fuzz workers, which run TestMain again) find the tools' folder in toolsEnv.
+	assets := os.Getenv(toolsEnv)
+	if assets == "" {
+		assets = os.Getenv("KUBEBUILDER_ASSETS")
+		os.Setenv(toolsEnv, assets)
+	}
 	if assets == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh envtest)")
 	}
