@@ -126,11 +126,23 @@ func validateInferenceService(isvc *servingv1alpha1.InferenceService) field.Erro
 	if t := isvc.Spec.Traffic; t != nil && t.CanaryVersion == isvc.Spec.ModelURI {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "traffic", "canaryVersion"), t.CanaryVersion, "must differ from spec.modelUri: it names the new model to try"))
 	}
+	if np := isvc.Spec.NetworkPolicy; np != nil {
+		errs = append(errs, netpol.ValidatePeers(np.From, field.NewPath("spec", "networkPolicy", "from"))...)
+	}
 	if pod, path := isvc.Spec.Pod, field.NewPath("spec", "pod"); pod != nil {
 		// They go to the Deployment's pod template as they are: the apiserver would refuse it.
 		errs = append(errs, metav1validation.ValidateLabels(pod.Labels, path.Child("labels"))...)
 		errs = append(errs, validation.ValidateAnnotations(pod.Annotations, path.Child("annotations"))...)
 		errs = append(errs, metav1validation.ValidateLabels(pod.NodeSelector, path.Child("nodeSelector"))...)
+		// Names only: a name given twice is the pod's too (the last one wins), as it always was.
+		for i, e := range pod.Env {
+			errs = append(errs, envVarName(e.Name, path.Child("env").Index(i).Child("name"))...)
+		}
+		for i, f := range pod.EnvFrom {
+			if f.Prefix != "" {
+				errs = append(errs, envVarName(f.Prefix, path.Child("envFrom").Index(i).Child("prefix"))...)
+			}
+		}
 	}
 	return errs
 }
@@ -153,13 +165,20 @@ func validateEnv(env []corev1.EnvVar, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]bool{}
 	for i, e := range env {
-		for _, msg := range utilvalidation.IsEnvVarName(e.Name) {
-			errs = append(errs, field.Invalid(path.Index(i).Child("name"), e.Name, msg))
-		}
+		errs = append(errs, envVarName(e.Name, path.Index(i).Child("name"))...)
 		if seen[e.Name] {
 			errs = append(errs, field.Duplicate(path.Index(i).Child("name"), e.Name))
 		}
 		seen[e.Name] = true
+	}
+	return errs
+}
+
+// envVarName refuses a name a container's environment may not have.
+func envVarName(name string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsEnvVarName(name) {
+		errs = append(errs, field.Invalid(path, name, msg))
 	}
 	return errs
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -54,6 +55,52 @@ func Validate(annotations map[string]string) field.ErrorList {
 	if v, ok := annotations[EgressAnnotation]; ok {
 		if _, err := Egress(v); err != nil {
 			errs = append(errs, field.Invalid(path.Key(EgressAnnotation), v, err.Error()))
+		}
+	}
+	return errs
+}
+
+// ValidatePeers checks the peers an InferenceService lets in as the apiserver checks a
+// NetworkPolicy's: each names pods or namespaces by valid label selectors, or an IP block, not
+// both; the block's CIDR parses and its exceptions lie inside it.
+func ValidatePeers(from []networkingv1.NetworkPolicyPeer, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, p := range from {
+		at := path.Index(i)
+		selects := p.PodSelector != nil || p.NamespaceSelector != nil
+		switch {
+		case !selects && p.IPBlock == nil:
+			errs = append(errs, field.Required(at, "name a podSelector, a namespaceSelector or an ipBlock"))
+		case selects && p.IPBlock != nil:
+			errs = append(errs, field.Forbidden(at.Child("ipBlock"), "must not be set with podSelector or namespaceSelector: make it a peer of its own"))
+		}
+		for name, s := range map[string]*metav1.LabelSelector{"podSelector": p.PodSelector, "namespaceSelector": p.NamespaceSelector} {
+			if s != nil {
+				errs = append(errs, metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, at.Child(name))...)
+			}
+		}
+		if b := p.IPBlock; b != nil {
+			errs = append(errs, validateIPBlock(b, at.Child("ipBlock"))...)
+		}
+	}
+	return errs
+}
+
+func validateIPBlock(b *networkingv1.IPBlock, path *field.Path) field.ErrorList {
+	_, block, err := net.ParseCIDR(b.CIDR)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path.Child("cidr"), b.CIDR, "must be a CIDR such as 10.0.0.0/8")}
+	}
+	var errs field.ErrorList
+	size, _ := block.Mask.Size()
+	for i, e := range b.Except {
+		_, except, err := net.ParseCIDR(e)
+		if err != nil {
+			errs = append(errs, field.Invalid(path.Child("except").Index(i), e, "must be a CIDR such as 10.1.0.0/16"))
+			continue
+		}
+		if n, _ := except.Mask.Size(); !block.Contains(except.IP) || n <= size {
+			errs = append(errs, field.Invalid(path.Child("except").Index(i), e, fmt.Sprintf("must be a smaller range inside cidr %s", b.CIDR)))
 		}
 	}
 	return errs

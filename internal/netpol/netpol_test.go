@@ -3,6 +3,10 @@ package netpol
 import (
 	"strings"
 	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestEgress(t *testing.T) {
@@ -29,6 +33,40 @@ func TestValidateNamesTheAnnotation(t *testing.T) {
 	}
 	if errs := Validate(map[string]string{Annotation: Isolated, EgressAnnotation: "0.0.0.0/0:443"}); len(errs) != 0 {
 		t.Errorf("valid annotations refused: %v", errs)
+	}
+}
+
+// ValidatePeers refuses, naming the field, every peer a NetworkPolicy may not have, and takes
+// the ones it may.
+func TestValidatePeers(t *testing.T) {
+	sel := func(k string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: "a"}}
+	}
+	block := func(cidr string, except ...string) *networkingv1.IPBlock {
+		return &networkingv1.IPBlock{CIDR: cidr, Except: except}
+	}
+	for _, c := range []struct {
+		peer networkingv1.NetworkPolicyPeer
+		want string // "" when valid
+	}{
+		{networkingv1.NetworkPolicyPeer{PodSelector: sel("app")}, ""},
+		{networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("team"), PodSelector: sel("app")}, ""},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "10.1.0.0/16")}, ""},
+		{networkingv1.NetworkPolicyPeer{}, "from[0]: Required value"},
+		{networkingv1.NetworkPolicyPeer{PodSelector: sel("_")}, "from[0].podSelector.matchLabels"},
+		{networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("a b")}, "from[0].namespaceSelector.matchLabels"},
+		{networkingv1.NetworkPolicyPeer{PodSelector: sel("app"), IPBlock: block("10.0.0.0/8")}, "from[0].ipBlock: Forbidden"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.1")}, "from[0].ipBlock.cidr"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "192.168.0.0/16")}, "from[0].ipBlock.except[0]"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "10.0.0.0/8")}, "from[0].ipBlock.except[0]"},
+	} {
+		errs := ValidatePeers([]networkingv1.NetworkPolicyPeer{c.peer}, field.NewPath("from"))
+		switch {
+		case c.want == "" && len(errs) > 0:
+			t.Errorf("%+v refused: %v", c.peer, errs)
+		case c.want != "" && !strings.Contains(errs.ToAggregate().Error(), c.want):
+			t.Errorf("%+v: %v, want an error naming %s", c.peer, errs, c.want)
+		}
 	}
 }
 

@@ -65,7 +65,10 @@ type ElasticPolicy struct {
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
-	// Metrics for a HorizontalPodAutoscaler of the Worker replicas.
+	// Metrics for a HorizontalPodAutoscaler of the Worker replicas, as an HPA takes them: each
+	// metric sets the one source its type names, with a target of positive values. At most 32.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(m, (!has(m.resource) || !has(m.resource.target.averageUtilization) || m.resource.target.averageUtilization >= 1) && (!has(m.containerResource) || !has(m.containerResource.target.averageUtilization) || m.containerResource.target.averageUtilization >= 1) && (!has(m.pods) || !has(m.pods.target.averageUtilization) || m.pods.target.averageUtilization >= 1) && (!has(m.object) || !has(m.object.target.averageUtilization) || m.object.target.averageUtilization >= 1) && (!has(m.external) || !has(m.external.target.averageUtilization) || m.external.target.averageUtilization >= 1))",message="spec.elasticPolicy.metrics: a target's averageUtilization is a percent of the Worker pods' request and must be at least 1"
 	// +optional
 	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
 }

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +32,6 @@ import (
 	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/modeluri"
-	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/stuck"
@@ -79,6 +77,20 @@ type Options struct {
 	Namespaces []string
 }
 
+// withDefaults fills the options left empty.
+func (o Options) withDefaults() Options {
+	if o.FetchImage == "" {
+		o.FetchImage = version.Image()
+	}
+	if o.KEDAHTTPScaler == "" {
+		o.KEDAHTTPScaler = DefaultKEDAHTTPScaler
+	}
+	if o.KEDAHTTPInterceptor == "" {
+		o.KEDAHTTPInterceptor = DefaultKEDAHTTPInterceptor
+	}
+	return o
+}
+
 var crdKind = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
 
 // Reconciler reconciles InferenceServices.
@@ -99,16 +111,7 @@ type Reconciler struct {
 
 // NewReconciler returns the InferenceService reconciler.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
-	if opts.FetchImage == "" {
-		opts.FetchImage = version.Image()
-	}
-	if opts.KEDAHTTPScaler == "" {
-		opts.KEDAHTTPScaler = DefaultKEDAHTTPScaler
-	}
-	if opts.KEDAHTTPInterceptor == "" {
-		opts.KEDAHTTPInterceptor = DefaultKEDAHTTPInterceptor
-	}
-	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts}
+	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts.withDefaults()}
 	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf}
 	return r
 }
@@ -308,62 +311,7 @@ func told(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceSer
 // applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
 // the apply answered (as read, where nothing was applied).
 func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, err error) {
-	stableWant := desiredDeployment(isvc, stable, isvc.Spec.ModelURI, r.opts.FetchImage, sc.stable.replicas)
-	var canaryWant *appsv1.Deployment
-	want := []client.Object{
-		stableWant,
-		desiredStableService(isvc, sc, r.opts.KEDAHTTPInterceptor),
-		desiredService(isvc, predictorName(isvc, stable), stable, stable),
-	}
-	var drop []client.Object
-	if t := isvc.Spec.Traffic; t != nil {
-		canaryWant = desiredDeployment(isvc, canary, t.CanaryVersion, r.opts.FetchImage, sc.canary.replicas)
-		want = append(want, canaryWant, desiredService(isvc, predictorName(isvc, canary), canary, canary))
-	} else {
-		drop = append(drop,
-			&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
-			&corev1.Service{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)})
-	}
-	if have.gateway {
-		if isvc.Spec.Traffic != nil {
-			want = append(want, desiredHTTPRoute(isvc, isvc.Spec.Traffic.CanaryPercent))
-		} else {
-			drop = append(drop, optional(isvc, httpRouteGVK, isvc.Name))
-		}
-	}
-	for _, v := range []struct {
-		version string
-		scale   versionScale
-	}{{stable, sc.stable}, {canary, sc.canary}} {
-		if v.scale.hpa {
-			want = append(want, desiredHPA(isvc, v.version, v.scale.hpaMin, v.scale.hpaMax))
-		} else {
-			drop = append(drop, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, v.version), v.version)})
-		}
-	}
-	if sc.keda {
-		want = append(want, desiredScaledObject(isvc, sc.max, r.opts.KEDAHTTPScaler), desiredInterceptorRoute(isvc, r.opts.KEDAHTTPInterceptor))
-	} else {
-		if have.keda {
-			drop = append(drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
-		}
-		if have.httpAddOn {
-			drop = append(drop, optional(isvc, interceptorGVK, isvc.Name))
-		}
-	}
-	if isvc.Spec.NetworkPolicy != nil {
-		want = append(want, desiredNetworkPolicy(isvc, sc, r.opts.KEDAHTTPInterceptor))
-	} else {
-		drop = append(drop, &networkingv1.NetworkPolicy{ObjectMeta: objectMeta(isvc, netpol.Name(isvc.Name), "")})
-	}
-	if have.monitoring {
-		if sm := desiredServiceMonitor(isvc); sm != nil {
-			want = append(want, sm)
-		} else {
-			drop = append(drop, optional(isvc, serviceMonitorGVK, isvc.Name))
-		}
-		want = append(want, desiredPrometheusRule(isvc))
-	}
+	p := desired(isvc, sc, have, r.opts)
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
@@ -384,14 +332,14 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		}
 		return nil
 	}
-	if err := r.kit.ApplyAll(ctx, isvc, want, handOver); err != nil {
+	if err := r.kit.ApplyAll(ctx, isvc, p.want, handOver); err != nil {
 		return stableDep, canaryDep, err
 	}
-	stableDep = stableWant
-	if canaryWant != nil {
-		canaryDep = canaryWant
+	stableDep = p.stable
+	if p.canary != nil {
+		canaryDep = p.canary
 	}
-	for _, o := range drop {
+	for _, o := range p.drop {
 		if err := r.kit.Delete(ctx, isvc, o); err != nil {
 			return stableDep, canaryDep, err
 		}

@@ -27,6 +27,7 @@ func validate(job *kubeflowv1.PyTorchJob, specsPath *field.Path) (field.ErrorLis
 		if ep.MinReplicas != nil && ep.MaxReplicas != nil && *ep.MinReplicas > *ep.MaxReplicas {
 			errs = append(errs, field.Invalid(epPath.Child("minReplicas"), *ep.MinReplicas, fmt.Sprintf("must not exceed spec.elasticPolicy.maxReplicas (%d)", *ep.MaxReplicas)))
 		}
+		errs = append(errs, validateMetrics(ep.Metrics, epPath.Child("metrics"))...)
 		if ep.NProcPerNode != nil {
 			warnings = append(warnings, "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
 			if job.Spec.NprocPerNode != nil {

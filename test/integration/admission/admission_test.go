@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,6 +193,18 @@ var table = []badInput{
 	{name: "PyTorchJob elastic min above max", obj: job(pt, func(j framework.Job) {
 		elastic(j).MinReplicas, elastic(j).MaxReplicas = ptr.To[int32](4), ptr.To[int32](2)
 	}), field: "minReplicas"},
+	{name: "PyTorchJob metric averageUtilization of 0 percent", obj: job(pt, func(j framework.Job) {
+		elastic(j).Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](0)}}}}
+	}), field: "spec.elasticPolicy.metrics"},
+	{name: "PyTorchJob metric without the source its type names", obj: job(pt, func(j framework.Job) {
+		elastic(j).Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+			Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80)}}}}
+	}), field: "spec.elasticPolicy.metrics[0].pods", webhookOnly: true},
+	{name: "PyTorchJob Pods metric without an averageValue", obj: job(pt, func(j framework.Job) {
+		elastic(j).Metrics = []autoscalingv2.MetricSpec{{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "requests"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: q("10")}}}}
+	}), field: "spec.elasticPolicy.metrics[0].pods.target.averageValue", webhookOnly: true},
 	{name: "PyTorchJob unknown replica type", obj: func(ns string) client.Object { return pt(ns).Replicas("Launcher", 1).Obj() }, field: "spec.pytorchReplicaSpecs"},
 	{name: "PyTorchJob without a pytorch container", obj: job(pt, func(j framework.Job) { spec(j, "Master").Template.Spec.Containers[0].Name = "main" }), field: "pytorch"},
 	{name: "PyTorchJob managedBy changed", obj: job(pt, func(framework.Job) {}), update: func(o client.Object) {
@@ -259,6 +273,15 @@ var table = []badInput{
 	{name: "InferenceService invalid pod label", obj: isvc(func(i *servingv1alpha1.InferenceService) {
 		i.Spec.Pod = &servingv1alpha1.PodOptions{Labels: map[string]string{"team": "a b"}}
 	}), field: "spec.pod.labels", webhookOnly: true},
+	{name: "InferenceService pod env name with a character a pod may not have", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Pod = &servingv1alpha1.PodOptions{Env: []corev1.EnvVar{{Name: "ڪ", Value: "1"}}}
+	}), field: "spec.pod.env[0].name", webhookOnly: true},
+	{name: "InferenceService pod envFrom prefix with =", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.Pod = &servingv1alpha1.PodOptions{EnvFrom: []corev1.EnvFromSource{{Prefix: "A=", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}}}}
+	}), field: "spec.pod.envFrom[0].prefix", webhookOnly: true},
+	{name: "InferenceService networkPolicy peer with an invalid label", obj: isvc(func(i *servingv1alpha1.InferenceService) {
+		i.Spec.NetworkPolicy = &servingv1alpha1.ServiceNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"_": "a"}}}}}
+	}), field: "spec.networkPolicy.from[0].podSelector.matchLabels", webhookOnly: true},
 	{name: "InferenceService GPUs above 128", obj: isvc(func(i *servingv1alpha1.InferenceService) { i.Spec.GPUPerReplica = 1000 }), field: "spec.gpuPerReplica"},
 	{name: "InferenceService max below min", obj: isvc(func(i *servingv1alpha1.InferenceService) {
 		i.Spec.MinReplicas, i.Spec.MaxReplicas = ptr.To[int32](3), ptr.To[int32](2)
