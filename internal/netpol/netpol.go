@@ -74,10 +74,11 @@ func ValidatePeers(from []networkingv1.NetworkPolicyPeer, path *field.Path) fiel
 		case selects && p.IPBlock != nil:
 			errs = append(errs, field.Forbidden(at.Child("ipBlock"), "must not be set with podSelector or namespaceSelector: make it a peer of its own"))
 		}
-		for name, s := range map[string]*metav1.LabelSelector{"podSelector": p.PodSelector, "namespaceSelector": p.NamespaceSelector} {
-			if s != nil {
-				errs = append(errs, metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, at.Child(name))...)
-			}
+		if s := p.PodSelector; s != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, at.Child("podSelector"))...)
+		}
+		if s := p.NamespaceSelector; s != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, at.Child("namespaceSelector"))...)
 		}
 		if b := p.IPBlock; b != nil {
 			errs = append(errs, validateIPBlock(b, at.Child("ipBlock"))...)

@@ -36,7 +36,7 @@ var metricSources = []struct {
 
 func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	known := false
+	var src *field.Path // the source's field, once the type is known
 	for _, s := range metricSources {
 		switch {
 		case s.typ == m.Type && !s.set(m):
@@ -44,9 +44,11 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 		case s.typ != m.Type && s.set(m):
 			errs = append(errs, field.Forbidden(path.Child(s.field), fmt.Sprintf("must not be set for a metric of type %q: a metric has the one source its type names", m.Type)))
 		}
-		known = known || s.typ == m.Type
+		if s.typ == m.Type {
+			src = path.Child(s.field)
+		}
 	}
-	if !known {
+	if src == nil {
 		types := make([]string, len(metricSources))
 		for i, s := range metricSources {
 			types[i] = string(s.typ)
@@ -56,7 +58,7 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 	if len(errs) > 0 {
 		return errs
 	}
-	switch src := path.Child(metricSources[sourceIndex(m.Type)].field); m.Type {
+	switch m.Type {
 	case autoscalingv2.ResourceMetricSourceType:
 		errs = append(errs, resourceTarget(string(m.Resource.Name), m.Resource.Target, src)...)
 	case autoscalingv2.ContainerResourceMetricSourceType:
@@ -72,10 +74,8 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 		}
 	case autoscalingv2.ObjectMetricSourceType:
 		o := m.Object.DescribedObject
-		for name, v := range map[string]string{"kind": o.Kind, "name": o.Name} {
-			if v == "" {
-				errs = append(errs, field.Required(src.Child("describedObject", name), "must name the object the metric describes"))
-			}
+		if o.Kind == "" || o.Name == "" {
+			errs = append(errs, field.Required(src.Child("describedObject"), "must name the object the metric describes: its kind and name"))
 		}
 		errs = append(errs, metricIdentifier(m.Object.Metric, src.Child("metric"))...)
 		errs = append(errs, valueTarget(m.Object.Target, src.Child("target"), false)...)
@@ -84,15 +84,6 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 		errs = append(errs, valueTarget(m.External.Target, src.Child("target"), true)...)
 	}
 	return errs
-}
-
-func sourceIndex(t autoscalingv2.MetricSourceType) int {
-	for i, s := range metricSources {
-		if s.typ == t {
-			return i
-		}
-	}
-	return -1
 }
 
 // resourceTarget checks a (container) resource metric: a resource name, and a target of either
@@ -136,9 +127,12 @@ func target(t autoscalingv2.MetricTarget, path *field.Path) field.ErrorList {
 	if t.AverageUtilization == nil && t.Value == nil && t.AverageValue == nil {
 		errs = append(errs, field.Required(path, "set averageUtilization, value or averageValue"))
 	}
-	for name, q := range map[string]*resource.Quantity{"value": t.Value, "averageValue": t.AverageValue} {
-		if q != nil && q.Sign() <= 0 {
-			errs = append(errs, field.Invalid(path.Child(name), q.String(), "must be positive"))
+	for _, q := range []struct {
+		name string
+		v    *resource.Quantity
+	}{{"value", t.Value}, {"averageValue", t.AverageValue}} {
+		if q.v != nil && q.v.Sign() <= 0 {
+			errs = append(errs, field.Invalid(path.Child(q.name), q.v.String(), "must be positive"))
 		}
 	}
 	if t.AverageUtilization != nil && *t.AverageUtilization < 1 {
