@@ -317,7 +317,17 @@ func TestArchivesAreBounded(t *testing.T) {
 	liar := bytes.Clone(zipped.Bytes())
 	binary.LittleEndian.PutUint16(liar[len(liar)-22+8:], 60000)
 	binary.LittleEndian.PutUint16(liar[len(liar)-22+10:], 60000)
+	// `git archive --format=tar.gz` starts with a pax global header holding the commit id.
+	var gitArchive bytes.Buffer
+	gz := gzip.NewWriter(&gitArchive)
+	tw := tar.NewWriter(gz)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{"comment": strings.Repeat("a", 40)}})
+	tw.WriteHeader(&tar.Header{Name: "model/weights.bin", Mode: 0o644, Size: 7, Typeflag: tar.TypeReg})
+	tw.Write([]byte("weights"))
+	tw.Close()
+	gz.Close()
 	bodies := map[string][]byte{
+		"/git.tar.gz": gitArchive.Bytes(),
 		"/many.zip": manyZipped, "/liar.zip": liar,
 		"/files.tar.gz": many(limit+1, false), "/dirs.tar.gz": many(limit+1, true), "/default.tar.gz": many(maxEntries+1, true),
 		"/deep.tar.gz": deep, "/nested.tar.gz": tarGz(t, nested), "/good.tgz": good, "/model.zip": zipped.Bytes(),
@@ -352,6 +362,10 @@ func TestArchivesAreBounded(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("the folder holds %v: want the model only, no archive", entries)
+	}
+	dir = t.TempDir()
+	if _, err := Fetch(ctx, srv.URL+"/git.tar.gz", dir, Options{}); err != nil || read(t, filepath.Join(dir, "model", "weights.bin")) != "weights" {
+		t.Errorf("a git archive (a pax global header first): %v", err)
 	}
 	dir = t.TempDir()
 	if _, err := Fetch(ctx, srv.URL+"/good.tgz", dir, Options{SHA256: strings.Repeat("0", 64)}); err == nil {

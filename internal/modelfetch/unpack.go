@@ -76,7 +76,7 @@ func (f *fetcher) untar(r io.Reader) error {
 			return f.tooManyEntries()
 		}
 		switch h.Typeflag {
-		case tar.TypeDir:
+		case tar.TypeDir, tar.TypeXGlobalHeader: // a folder is made with its files; a global header (git archive's commit id) is metadata
 			continue
 		case tar.TypeReg:
 			if err := f.save(h.Name, tr); err != nil {
