@@ -174,10 +174,11 @@ func validateEnv(env []corev1.EnvVar, path *field.Path) field.ErrorList {
 	return errs
 }
 
-// envVarName refuses a name a container's environment may not have.
+// envVarName refuses a name a container's environment may not have (printable ASCII but '=',
+// as the apiserver has taken since Kubernetes 1.34).
 func envVarName(name string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range utilvalidation.IsEnvVarName(name) {
+	for _, msg := range utilvalidation.IsRelaxedEnvVarName(name) {
 		errs = append(errs, field.Invalid(path, name, msg))
 	}
 	return errs

@@ -57,6 +57,7 @@ func TestValidatePeers(t *testing.T) {
 		{networkingv1.NetworkPolicyPeer{NamespaceSelector: sel("a b")}, "from[0].namespaceSelector.matchLabels"},
 		{networkingv1.NetworkPolicyPeer{PodSelector: sel("app"), IPBlock: block("10.0.0.0/8")}, "from[0].ipBlock: Forbidden"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.1")}, "from[0].ipBlock.cidr"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("010.0.0.0/8")}, "from[0].ipBlock.cidr"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "192.168.0.0/16")}, "from[0].ipBlock.except[0]"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "10.0.0.0/8")}, "from[0].ipBlock.except[0]"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -63,6 +64,7 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 		errs = append(errs, resourceTarget(string(m.Resource.Name), m.Resource.Target, src)...)
 	case autoscalingv2.ContainerResourceMetricSourceType:
 		errs = append(errs, resourceTarget(string(m.ContainerResource.Name), m.ContainerResource.Target, src)...)
+		errs = append(errs, containerResourceName(m.ContainerResource.Name, src.Child("name"))...)
 		for _, msg := range validation.IsDNS1123Label(m.ContainerResource.Container) {
 			errs = append(errs, field.Invalid(src.Child("container"), m.ContainerResource.Container, "must name a container of the Worker pods: "+msg))
 		}
@@ -77,6 +79,8 @@ func validateMetric(m autoscalingv2.MetricSpec, path *field.Path) field.ErrorLis
 		if o.Kind == "" || o.Name == "" {
 			errs = append(errs, field.Required(src.Child("describedObject"), "must name the object the metric describes: its kind and name"))
 		}
+		errs = append(errs, pathSegment(o.Kind, src.Child("describedObject", "kind"))...)
+		errs = append(errs, pathSegment(o.Name, src.Child("describedObject", "name"))...)
 		errs = append(errs, metricIdentifier(m.Object.Metric, src.Child("metric"))...)
 		errs = append(errs, valueTarget(m.Object.Target, src.Child("target"), false)...)
 	case autoscalingv2.ExternalMetricSourceType:
@@ -143,18 +147,44 @@ func target(t autoscalingv2.MetricTarget, path *field.Path) field.ErrorList {
 
 // metricIdentifier checks a custom or external metric's name.
 func metricIdentifier(id autoscalingv2.MetricIdentifier, path *field.Path) field.ErrorList {
+	if id.Name == "" {
+		return field.ErrorList{field.Required(path.Child("name"), "must name the metric")}
+	}
+	return pathSegment(id.Name, path.Child("name"))
+}
+
+// pathSegment refuses a name the metrics APIs could not take as a URL path segment.
+func pathSegment(name string, path *field.Path) field.ErrorList {
+	if name == "." || name == ".." {
+		return field.ErrorList{field.Invalid(path, name, "must be a name, not . or ..")}
+	}
 	var errs field.ErrorList
-	switch {
-	case id.Name == "":
-		errs = append(errs, field.Required(path.Child("name"), "must name the metric"))
-	case id.Name == "." || id.Name == "..":
-		errs = append(errs, field.Invalid(path.Child("name"), id.Name, "must be a metric's name, not . or .."))
-	default:
-		for _, c := range []string{"/", "%"} {
-			if strings.Contains(id.Name, c) {
-				errs = append(errs, field.Invalid(path.Child("name"), id.Name, fmt.Sprintf("must not contain %q: the metrics API takes it as a path segment", c)))
-			}
+	for _, c := range []string{"/", "%"} {
+		if strings.Contains(name, c) {
+			errs = append(errs, field.Invalid(path, name, fmt.Sprintf("must not contain %q: the metrics APIs take it as a URL path segment", c)))
 		}
+	}
+	return errs
+}
+
+// containerResourceName refuses what no container can request: a name without a domain must be
+// cpu, memory, ephemeral-storage or hugepages-<size>; one with a domain a qualified name
+// (an extended resource such as nvidia.com/gpu).
+func containerResourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
+	n := string(name)
+	if n == "" {
+		return nil // resourceTarget says it is required
+	}
+	if !strings.Contains(n, "/") {
+		switch {
+		case name == corev1.ResourceCPU, name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage, strings.HasPrefix(n, corev1.ResourceHugePagesPrefix):
+			return nil
+		}
+		return field.ErrorList{field.Invalid(path, n, "must be a resource a container requests: cpu, memory, ephemeral-storage, hugepages-<size>, or an extended resource such as nvidia.com/gpu")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(n) {
+		errs = append(errs, field.Invalid(path, n, msg))
 	}
 	return errs
 }

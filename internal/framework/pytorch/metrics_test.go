@@ -49,6 +49,10 @@ func TestValidateMetrics(t *testing.T) {
 		{"object without a name", autoscalingv2.MetricSpec{Type: "Object", Object: &autoscalingv2.ObjectMetricSource{DescribedObject: autoscalingv2.CrossVersionObjectReference{Kind: "Service"},
 			Metric: id, Target: avg("5")}}, "metrics[0].object.describedObject: Required"},
 		{"container without a name", autoscalingv2.MetricSpec{Type: "ContainerResource", ContainerResource: &autoscalingv2.ContainerResourceMetricSource{Name: corev1.ResourceCPU, Target: util(80)}}, "metrics[0].containerResource.container: Invalid"},
+		{"container GPUs", autoscalingv2.MetricSpec{Type: "ContainerResource", ContainerResource: &autoscalingv2.ContainerResourceMetricSource{Name: "nvidia.com/gpu", Container: "pytorch", Target: avg("1")}}, ""},
+		{"container resource no container requests", autoscalingv2.MetricSpec{Type: "ContainerResource", ContainerResource: &autoscalingv2.ContainerResourceMetricSource{Name: "gpu", Container: "pytorch", Target: avg("1")}}, "metrics[0].containerResource.name: Invalid"},
+		{"described object name with /", autoscalingv2.MetricSpec{Type: "Object", Object: &autoscalingv2.ObjectMetricSource{DescribedObject: autoscalingv2.CrossVersionObjectReference{Kind: "Service", Name: "a/b"},
+			Metric: id, Target: avg("5")}}, "metrics[0].object.describedObject.name: Invalid"},
 		{"utilization and averageValue", autoscalingv2.MetricSpec{Type: "Resource", Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](80), AverageValue: q("1")}}}, "metrics[0].resource.target.averageValue: Forbidden"},
 	} {
