@@ -327,8 +327,7 @@ func TestArchivesAreBounded(t *testing.T) {
 	tw.Close()
 	gz.Close()
 	bodies := map[string][]byte{
-		"/git.tar.gz": gitArchive.Bytes(),
-		"/many.zip": manyZipped, "/liar.zip": liar,
+		"/many.zip": manyZipped, "/liar.zip": liar, "/git.tar.gz": gitArchive.Bytes(),
 		"/files.tar.gz": many(limit+1, false), "/dirs.tar.gz": many(limit+1, true), "/default.tar.gz": many(maxEntries+1, true),
 		"/deep.tar.gz": deep, "/nested.tar.gz": tarGz(t, nested), "/good.tgz": good, "/model.zip": zipped.Bytes(),
 	}
