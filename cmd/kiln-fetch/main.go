@@ -27,7 +27,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("kiln-fetch", flag.ContinueOnError)
 	uri := fs.String("uri", os.Getenv("KILN_MODEL_URI"), "model URI: http(s)://, s3://bucket/key, gs://bucket/key, azblob://container/key (or a prefix), hf://org/model[@revision]; default $KILN_MODEL_URI, which keeps a pre-signed URL's signature out of the process list")
-	dest := fs.String("dest", "/mnt/models", "folder to download into")
+	dest := fs.String("dest", "/mnt/models", "folder to download into, its own: a failed fetch empties it")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	maxBytes := fs.Int64("max-bytes", 0, "stop when the model grows past this many bytes (0: no limit)")
 	digest := fs.String("sha256", "", "the hex sha256 a single-object model must have")
