@@ -54,15 +54,21 @@ func FuzzAcceptedJobsMakeValidChildren(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, name string, replicas uint8, container string, port int32, portName, envName, labelKey, labelValue string) {
 		fw := all[int(kind)%len(all)]
 		job := fuzzJob(fw, ns, name, int32(replicas%4)+1, container, port, portName, envName, labelKey, labelValue)
-		err := env.Client.Create(ctx, job, client.DryRunAll)
-		switch {
-		case apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")):
-			t.Fatalf("the admission of a %s broke: %v", fw.Kind, err)
-		case err != nil:
+		if !admitted(t, fw.Kind, env.Client.Create(ctx, job, client.DryRunAll)) {
 			return // refused: the user is told why
 		}
 		childrenAreValid(t, fw, job, fmt.Sprintf("%+v", job.GetReplicaSpecs()))
 	})
+}
+
+// admitted says whether admission accepted a dry run's object (err is the create's), and fails
+// the test when a webhook broke (an internal error) instead of answering.
+func admitted(t *testing.T, kind string, err error) bool {
+	t.Helper()
+	if apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")) {
+		t.Fatalf("the admission of a %s broke: %v", kind, err)
+	}
+	return err == nil
 }
 
 // childrenAreValid has the apiserver check (a server-side dry run) every child the engine
@@ -156,11 +162,7 @@ func FuzzAcceptedElasticMetricsMakeValidHPAs(f *testing.F) {
 			j.(*kubeflowv1.PyTorchJob).Spec.ElasticPolicy = &kubeflowv1.ElasticPolicy{
 				MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](4), Metrics: []autoscalingv2.MetricSpec{m}}
 		}).Obj()
-		err := env.Client.Create(context.Background(), job, client.DryRunAll)
-		switch {
-		case apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")):
-			t.Fatalf("the admission of a PyTorchJob broke: %v", err)
-		case err != nil:
+		if !admitted(t, "PyTorchJob", env.Client.Create(context.Background(), job, client.DryRunAll)) {
 			return // refused: the user is told why
 		}
 		childrenAreValid(t, fw, job, fmt.Sprintf("%+v", m))
@@ -197,11 +199,7 @@ func FuzzAcceptedPyJobsMakeValidChildren(f *testing.F) {
 		if labelKey != "" {
 			job.Labels = map[string]string{labelKey: labelValue}
 		}
-		err := env.Client.Create(ctx, job, client.DryRunAll)
-		switch {
-		case apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")):
-			t.Fatalf("the admission of a PyJob broke: %v", err)
-		case err != nil:
+		if !admitted(t, "PyJob", env.Client.Create(ctx, job, client.DryRunAll)) {
 			return // refused: the user is told why
 		}
 		for _, isolation := range []string{netpol.None, netpol.Isolated} {
@@ -305,11 +303,7 @@ func FuzzAcceptedInferenceServicesMakeValidChildren(f *testing.F) {
 				isvc.Spec.NetworkPolicy.From = append(isvc.Spec.NetworkPolicy.From, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
 			}
 		}
-		err := env.Client.Create(ctx, isvc, client.DryRunAll) // the answer is the object as admitted, defaults set
-		switch {
-		case apierrors.IsInternalError(err) || (err != nil && strings.Contains(err.Error(), "failed calling webhook")):
-			t.Fatalf("the admission of an InferenceService broke: %v", err)
-		case err != nil:
+		if !admitted(t, "InferenceService", env.Client.Create(ctx, isvc, client.DryRunAll)) { // the answer is the object as admitted, defaults set
 			return // refused: the user is told why
 		}
 		hub := &servingv1alpha1.InferenceService{}
