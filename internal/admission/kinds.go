@@ -94,7 +94,7 @@ func validatePyJob(job *trainingv1alpha1.PyJob) field.ErrorList {
 	if strings.ContainsAny(job.Spec.Image, " \t\n") {
 		errs = append(errs, field.Invalid(spec.Child("image"), job.Spec.Image, "must not contain spaces: an image reference such as ghcr.io/org/train:1.0"))
 	}
-	errs = append(errs, validateEnv(job.Spec.Env, spec.Child("env"))...)
+	errs = append(errs, validateEnv(job.Spec.Env, spec)...)
 	errs = append(errs, metav1validation.ValidateLabels(job.Spec.NodeSelector, spec.Child("nodeSelector"))...)
 	errs = append(errs, netpol.Validate(job.Annotations)...)
 	// The CRD compares the paths as written; the container runtime mounts them cleaned.
@@ -134,15 +134,7 @@ func validateInferenceService(isvc *servingv1alpha1.InferenceService) field.Erro
 		errs = append(errs, metav1validation.ValidateLabels(pod.Labels, path.Child("labels"))...)
 		errs = append(errs, validation.ValidateAnnotations(pod.Annotations, path.Child("annotations"))...)
 		errs = append(errs, metav1validation.ValidateLabels(pod.NodeSelector, path.Child("nodeSelector"))...)
-		// Names only: a name given twice is the pod's too (the last one wins), as it always was.
-		for i, e := range pod.Env {
-			errs = append(errs, envVarName(e.Name, path.Child("env").Index(i).Child("name"))...)
-		}
-		for i, f := range pod.EnvFrom {
-			if f.Prefix != "" {
-				errs = append(errs, envVarName(f.Prefix, path.Child("envFrom").Index(i).Child("prefix"))...)
-			}
-		}
+		errs = append(errs, replicajob.ValidateEnvNames(pod.Env, pod.EnvFrom, path)...)
 	}
 	return errs
 }
@@ -161,25 +153,15 @@ func dns1035Name(name string, suffix int, why string) field.ErrorList {
 	return errs
 }
 
+// validateEnv checks a PyJob's env at path.env: names a container may have, each once.
 func validateEnv(env []corev1.EnvVar, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
+	errs := replicajob.ValidateEnvNames(env, nil, path)
 	seen := map[string]bool{}
 	for i, e := range env {
-		errs = append(errs, envVarName(e.Name, path.Index(i).Child("name"))...)
 		if seen[e.Name] {
-			errs = append(errs, field.Duplicate(path.Index(i).Child("name"), e.Name))
+			errs = append(errs, field.Duplicate(path.Child("env").Index(i).Child("name"), e.Name))
 		}
 		seen[e.Name] = true
-	}
-	return errs
-}
-
-// envVarName refuses a name a container's environment may not have (printable ASCII but '=',
-// as the apiserver has taken since Kubernetes 1.34).
-func envVarName(name string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range utilvalidation.IsRelaxedEnvVarName(name) {
-		errs = append(errs, field.Invalid(path, name, msg))
 	}
 	return errs
 }

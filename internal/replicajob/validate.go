@@ -144,11 +144,28 @@ func validateTemplate(t *corev1.PodTemplateSpec, path *field.Path) field.ErrorLi
 			}
 			names[c.Name] = true
 			errs = append(errs, validatePorts(c.Ports, cp.Child("ports"))...)
-			for j, e := range c.Env {
-				for _, msg := range utilvalidation.IsRelaxedEnvVarName(e.Name) {
-					errs = append(errs, field.Invalid(cp.Child("env").Index(j).Child("name"), e.Name, msg))
-				}
-			}
+			errs = append(errs, ValidateEnvNames(c.Env, c.EnvFrom, cp)...)
+		}
+	}
+	return errs
+}
+
+// ValidateEnvNames refuses the environment variable names and envFrom prefixes a container may
+// not have (printable ASCII but '=', as the apiserver has taken since Kubernetes 1.34), each at
+// path's env[i].name or envFrom[i].prefix. A name given twice is allowed, as in a pod.
+func ValidateEnvNames(env []corev1.EnvVar, from []corev1.EnvFromSource, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, e := range env {
+		for _, msg := range utilvalidation.IsRelaxedEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(path.Child("env").Index(i).Child("name"), e.Name, msg))
+		}
+	}
+	for i, f := range from {
+		if f.Prefix == "" {
+			continue
+		}
+		for _, msg := range utilvalidation.IsRelaxedEnvVarName(f.Prefix) {
+			errs = append(errs, field.Invalid(path.Child("envFrom").Index(i).Child("prefix"), f.Prefix, msg))
 		}
 	}
 	return errs
