@@ -5,9 +5,9 @@
 #   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | addons | all   (default: cluster)
 #
 #   generate  controller-gen                                  (make generate, make verify)
-#   envtest   etcd, kube-apiserver, the Gateway API and KEDA CRDs  (integration suites)
-#   cluster   envtest's, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl and
-#             kwok's stages                                   (make run, the e2e suite, make bench)
+#   envtest   etcd, kube-apiserver, the Gateway API, KEDA and JobSet CRDs  (integration suites)
+#   cluster   envtest's, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl,
+#             kwok's stages and JobSet's controller           (make run, the e2e suite, make bench)
 #   addons    scheduler-plugins' scheduler and controller, Kueue, with their CRDs; KEDA's
 #             operator and a stand-in for its HTTP add-on's scaler (hack/tools/keda/httpscaler)
 #                                                             (the e2e suite of test/e2e/addons)
@@ -42,6 +42,8 @@ gw_version=$(required gateway-api sigs.k8s.io/gateway-api)
 sp_version=$(required scheduler-plugins sigs.k8s.io/scheduler-plugins)
 kueue_version=$(required kueue sigs.k8s.io/kueue)
 keda_version=$(required keda github.com/kedacore/keda/v2)
+jobset_version=$(required jobset sigs.k8s.io/jobset)
+trainer_version=$(required trainer github.com/kubeflow/trainer/v2)
 # The stand-in scaler is kiln's own code: a change to it builds it again.
 httpscaler=httpscaler-$(sha256sum "$here/keda/httpscaler/main.go" | cut -c1-12)
 
@@ -52,11 +54,12 @@ declare -A cold=(
 	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
 	[scheduler-plugins]=230 [kueue]=250 [keda-crds]=10 [keda]=420
+	[jobset-crds]=10 [jobset]=120 [trainer-runtimes]=10
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
-	[envtest]="etcd kube-apiserver gateway-api-crds keda-crds"
-	[cluster]="etcd kube-apiserver gateway-api-crds keda-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages"
+	[envtest]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes"
+	[cluster]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages jobset"
 )
 set_pieces[addons]="scheduler-plugins kueue keda"
 set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
@@ -69,6 +72,9 @@ present() { # present PIECE: is it in the cache already?
 	kueue) [ -x "$bin/kueue-$kueue_version/kueue" ] ;;
 	keda-crds) [ -f "$bin/crds/keda-$keda_version/keda.sh_scaledobjects.yaml" ] ;;
 	keda) [ -x "$bin/keda-$keda_version/keda-operator" ] && [ -x "$bin/keda-$keda_version/$httpscaler" ] ;;
+	trainer-runtimes) [ -f "$bin/trainer-$trainer_version/runtimes/torch_distributed.yaml" ] ;;
+	jobset-crds) [ -f "$bin/crds/jobset-$jobset_version/jobset.x-k8s.io_jobsets.yaml" ] ;;
+	jobset) [ -x "$bin/jobset-$jobset_version/jobset" ] && [ -f "$bin/jobset-$jobset_version/webhooks.yaml" ] ;;
 	*) [ -x "$bin/$1" ] ;;
 	esac
 }
@@ -134,6 +140,27 @@ make_piece() {
 		go_build "$here/keda" "$dst/keda-operator" github.com/kedacore/keda/v2/cmd/operator
 		rm -f "$bin/$dst"/httpscaler-*
 		go_build "$here/keda" "$dst/$httpscaler" ./httpscaler ;;
+	jobset-crds) # JobSet's CRD: kiln makes a TrainJob's JobSet
+		local js dst="$bin/crds/jobset-$jobset_version"
+		js=$(module_dir "$here/jobset" sigs.k8s.io/jobset)
+		mkdir -p "$dst"
+		cp "$js"/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml "$dst/"
+		chmod u+w "$dst"/*.yaml ;;
+	jobset) # JobSet's controller and its webhook configurations (which a JobSet needs: its
+		# defaulting webhook sets spec.network, which the controller reads)
+		local js dst="$bin/jobset-$jobset_version"
+		js=$(module_dir "$here/jobset" sigs.k8s.io/jobset)
+		mkdir -p "$dst"
+		cp "$js"/config/components/webhook/manifests.yaml "$dst/webhooks.yaml"
+		chmod u+w "$dst/webhooks.yaml"
+		go_build "$here/jobset" "${dst#"$bin/"}/jobset" sigs.k8s.io/jobset ;;
+	trainer-runtimes) # Kubeflow Trainer's own runtime manifests, which kiln's tests apply unchanged
+		local tr dst="$bin/trainer-$trainer_version"
+		tr=$(module_dir "$here/trainer" github.com/kubeflow/trainer/v2)
+		mkdir -p "$dst"
+		rm -rf "$dst/runtimes"
+		cp -r "$tr"/manifests/base/runtimes "$dst/runtimes"
+		chmod -R u+w "$dst/runtimes" ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;
 	esac
 }

@@ -29,16 +29,19 @@ import (
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
+	"github.com/kiln-ml/kiln/internal/controller/trainjob"
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/jax"
@@ -125,11 +128,12 @@ func Frameworks(o Options) (*framework.Set, error) {
 const (
 	pyJobKind            = "pyjob"
 	inferenceServiceKind = "inferenceservice"
+	trainJobKind         = "trainjob"
 )
 
 // KindNames lists the kinds that --kinds accepts, given the frameworks served.
 func KindNames(frameworks *framework.Set) []string {
-	names := append([]string{pyJobKind, inferenceServiceKind}, frameworks.Kinds()...)
+	names := append([]string{pyJobKind, inferenceServiceKind, trainJobKind}, frameworks.Kinds()...)
 	sort.Strings(names)
 	return names
 }
@@ -145,6 +149,8 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(trainingv1beta1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
 	utilruntime.Must(servingv1beta1.AddToScheme(s))
+	utilruntime.Must(trainerv1alpha1.AddToScheme(s))
+	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
 	return s
 }
 
@@ -238,6 +244,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
 		}
 	}
+	if own[trainJobKind] {
+		r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob"), clock.RealClock{})
+		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the TrainJob controller: %w", err)
+		}
+	}
 	if own[inferenceServiceKind] {
 		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
@@ -328,7 +340,7 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	own := map[string]bool{}
 	for _, k := range kinds {
 		k = strings.ToLower(k)
-		if k == pyJobKind || k == inferenceServiceKind {
+		if k == pyJobKind || k == inferenceServiceKind || k == trainJobKind {
 			own[k] = true
 			continue
 		}

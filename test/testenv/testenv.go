@@ -200,16 +200,65 @@ func KEDACRDs(t testing.TB) string {
 	return toolCRDs(t, "keda")
 }
 
+// JobSetCRDs is the folder of JobSet's CRD hack/tools.sh copied next to the binaries.
+func JobSetCRDs(t testing.TB) string {
+	t.Helper()
+	return toolCRDs(t, "jobset")
+}
+
+// TrainerRuntimes is the folder of Kubeflow Trainer's own runtime manifests (its
+// manifests/base/runtimes) hack/tools.sh copied next to the binaries.
+func TrainerRuntimes(t testing.TB) string {
+	t.Helper()
+	dir, err := toolFolder("trainer-*", "runtimes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func toolCRDs(t testing.TB, project string) string {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(os.Getenv("KILN_TOOLS_DIR"), "crds", project+"-*"))
-	if len(dirs) == 0 {
-		dirs, _ = filepath.Glob(filepath.Join(toolsDir, "crds", project+"-*"))
+	dir, err := toolFolder("crds", project+"-*")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(dirs) == 0 {
-		t.Fatalf("no %s CRDs next to the tools: run `bash hack/tools.sh envtest`", project)
+	return dir
+}
+
+// toolFolder is the folder of the tools' cache that matches the glob of parts.
+func toolFolder(parts ...string) (string, error) {
+	for _, root := range []string{os.Getenv("KILN_TOOLS_DIR"), toolsDir, os.Getenv(toolsEnv)} {
+		if root == "" {
+			continue
+		}
+		if dirs, _ := filepath.Glob(filepath.Join(append([]string{root}, parts...)...)); len(dirs) > 0 {
+			return dirs[0], nil
+		}
 	}
-	return dirs[0]
+	return "", fmt.Errorf("no %s next to the tools: run `bash hack/tools.sh envtest`", filepath.Join(parts...))
+}
+
+// StartWithJobSet is Start with JobSet's CRD installed too: kiln makes TrainJobs' JobSets.
+func StartWithJobSet() (*Env, error) {
+	e, err := Start()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := toolFolder("crds", "jobset-*")
+	if err == nil {
+		_, err = envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
+	}
+	if err != nil {
+		_ = e.Stop()
+		return nil, fmt.Errorf("installing JobSet's CRD: %w", err)
+	}
+	return e, nil
+}
+
+// RunWithJobSet is Run on StartWithJobSet's control plane.
+func RunWithJobSet(m *testing.M, env **Env, setup func(*Env) (stop func(), err error)) int {
+	return run(m, env, StartWithJobSet, setup)
 }
 
 // Stop stops the control plane.

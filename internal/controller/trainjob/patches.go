@@ -1,0 +1,102 @@
+package trainjob
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+)
+
+// applyPatch applies one runtime patch to the JobSet's spec and metadata, as Trainer does: the
+// JobSet's labels and annotations are overlaid, and the spec takes the patch as a strategic
+// merge patch (replicated jobs, containers, env and volumes merge by name; tolerations replace
+// the runtime's). A patch naming a replicated job or container the runtime lacks is refused at
+// path: a patch only changes what the runtime has.
+func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePatch, path string, labels, annotations *map[string]string) problem {
+	t := patch.TrainingRuntimeSpec
+	if t == nil || t.Template == nil {
+		return problem{}
+	}
+	if m := t.Template.Metadata; m != nil {
+		*labels, *annotations = overlay(*labels, m.Labels), overlay(*annotations, m.Annotations)
+	}
+	if t.Template.Spec == nil || len(t.Template.Spec.ReplicatedJobs) == 0 {
+		return problem{}
+	}
+	order := make([]string, len(spec.ReplicatedJobs))
+	for i, rj := range spec.ReplicatedJobs {
+		order[i] = rj.Name
+	}
+	for i, rp := range t.Template.Spec.ReplicatedJobs {
+		at := fmt.Sprintf("%s.trainingRuntimeSpec.template.spec.replicatedJobs[%d]", path, i)
+		j := slices.Index(order, rp.Name)
+		if j < 0 {
+			return problem{ReasonInvalid, fmt.Sprintf("%s.name: the runtime has no replicated job %q (it has %v): name one of them", at, rp.Name, order)}
+		}
+		if p := containersExist(&spec.ReplicatedJobs[j], rp, at); p.reason != "" {
+			return p
+		}
+	}
+	src, err := json.Marshal(spec)
+	if err != nil {
+		return problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+	}
+	pb, err := json.Marshal(t.Template.Spec)
+	if err != nil {
+		return problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+	}
+	merged, err := strategicpatch.StrategicMergePatch(src, pb, jobsetv1alpha2.JobSetSpec{})
+	if err != nil {
+		return problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+	}
+	out := jobsetv1alpha2.JobSetSpec{}
+	if err := json.Unmarshal(merged, &out); err != nil {
+		return problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+	}
+	// The merge may reorder the replicated jobs; the runtime's order stands (names are unique).
+	slices.SortStableFunc(out.ReplicatedJobs, func(a, b jobsetv1alpha2.ReplicatedJob) int {
+		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
+	})
+	*spec = out
+	return problem{}
+}
+
+// containersExist: a patch's containers and init containers are the replicated job's own.
+func containersExist(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.ReplicatedJobPatch, at string) problem {
+	if rp.Template == nil || rp.Template.Spec == nil || rp.Template.Spec.Template == nil || rp.Template.Spec.Template.Spec == nil {
+		return problem{}
+	}
+	pod := &podTemplate(rj).Spec
+	ps := rp.Template.Spec.Template.Spec
+	for _, f := range []struct {
+		field string
+		list  []trainerv1alpha1.ContainerPatch
+	}{{"containers", ps.Containers}, {"initContainers", ps.InitContainers}} {
+		field := f.field
+		for i, c := range f.list {
+			if container(pod, c.Name) == nil {
+				return problem{ReasonInvalid, fmt.Sprintf("%s.template.spec.template.spec.%s[%d].name: replicated job %s has no container %q: a patch changes the runtime's containers, it adds none",
+					at, field, i, rj.Name, c.Name)}
+			}
+		}
+	}
+	return problem{}
+}
+
+func overlay(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	out := copyMap(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,278 @@
+// Package trainjob runs Kubeflow Trainer v2's TrainJobs: it resolves the runtime a TrainJob names,
+// builds the JobSet the runtime's template, the framework and the TrainJob's own trainer,
+// initializers and patches make (jobset.go, plugins.go, patches.go), creates it with the shared
+// owned.Kit, keeps its suspension in line, and derives the TrainJob's status from it (status.go).
+// The real JobSet controller runs the JobSet.
+package trainjob
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/owned"
+	"github.com/kiln-ml/kiln/internal/statuspatch"
+	"github.com/kiln-ml/kiln/internal/tracing"
+	"github.com/kiln-ml/kiln/internal/transition"
+)
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;patch;delete
+
+// Framework is the framework label of the TrainJob's metrics (training_operator_jobs_*{framework}).
+const Framework = "trainjob"
+
+// ManagedByTrainer is spec.managedBy of the TrainJobs kiln runs (the default): kiln answers to
+// Trainer's controller name, so manifests and Kueue's MultiKueue keep their meaning.
+const ManagedByTrainer = "trainer.kubeflow.org/trainjob-controller"
+
+// Reconciler reconciles TrainJobs.
+type Reconciler struct {
+	client client.Client
+	status *statuspatch.Writer // set up with the manager
+	kit    owned.Kit
+	clock  clock.PassiveClock
+	tell   transition.Teller
+	// jobSets says whether the cluster serves JobSets and kiln watches them; until it does, every
+	// TrainJob says JobSet is missing, and kiln looks again every jobSetRecheck.
+	jobSets atomic.Bool
+	watch   func() error
+}
+
+// jobSetRecheck is how often kiln looks for the JobSet API while the cluster lacks it.
+const jobSetRecheck = 30 * time.Second
+
+// NewReconciler returns the TrainJob reconciler.
+func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{client: c, clock: clk, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
+		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: trainerv1alpha1.TrainJobKind}}
+}
+
+// SetupWithManager watches TrainJobs, their JobSets (once the cluster serves JobSets) and the
+// runtimes, whose arrival starts the TrainJobs that wait for them.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
+	c, err := ctrl.ControllerManagedBy(mgr).
+		Named("trainjob").
+		For(&trainerv1alpha1.TrainJob{}).
+		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.TrainingRuntimeKind))).
+		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.ClusterTrainingRuntimeKind))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)); err != nil {
+		return err
+	}
+	// The JobSet watch starts once the API is served: kiln starts without JobSet installed, and
+	// its TrainJobs say what is missing meanwhile.
+	mapper := mgr.GetRESTMapper()
+	var lastLook atomic.Int64 // unix nanoseconds: the mapper asks discovery on each look
+	r.watch = func() error {
+		now := r.clock.Now().UnixNano()
+		if r.jobSets.Load() || (lastLook.Load() != 0 && now-lastLook.Load() < int64(jobSetRecheck)) {
+			return nil
+		}
+		lastLook.Store(now)
+		if _, err := mapper.RESTMapping(jobsetv1alpha2.GroupVersion.WithKind("JobSet").GroupKind(), jobsetv1alpha2.GroupVersion.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil // not served: the status says so
+			}
+			return fmt.Errorf("looking up the JobSet API: %w", err)
+		}
+		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&jobsetv1alpha2.JobSet{}),
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mapper, &trainerv1alpha1.TrainJob{}, handler.OnlyControllerOwner()))); err != nil {
+			return fmt.Errorf("watching JobSets: %w", err)
+		}
+		r.jobSets.Store(true)
+		return nil
+	}
+	return r.watch()
+}
+
+// waitingFor maps a runtime to the TrainJobs that name it and have no JobSet yet.
+func (r *Reconciler) waitingFor(kind string) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var jobs trainerv1alpha1.TrainJobList
+		opts := []client.ListOption{}
+		if kind == trainerv1alpha1.TrainingRuntimeKind {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		if err := r.client.List(ctx, &jobs, opts...); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, j := range jobs.Items {
+			if refKind(&j) == kind && j.Spec.RuntimeRef.Name == o.GetName() && !created(&j) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
+			}
+		}
+		return out
+	}
+}
+
+// Reconcile makes the TrainJob's JobSet from its runtime, keeps its suspension in line, fails
+// it past its deadline and writes the status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
+	ctx, end := tracing.Start(ctx, "Reconcile TrainJob", trainerv1alpha1.TrainJobKind, req.Namespace, req.Name)
+	defer func() { end(err) }()
+	job := &trainerv1alpha1.TrainJob{}
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	// 1. Another controller's (MultiKueue sends it to a worker cluster): not kiln's to run.
+	if ptr.Deref(job.Spec.ManagedBy, ManagedByTrainer) != ManagedByTrainer {
+		return reconcile.Result{}, nil
+	}
+	if err := r.watch(); err != nil {
+		return reconcile.Result{}, err
+	}
+	o := observed{now: r.clock.Now(), jobSetServed: r.jobSets.Load()}
+	var res reconcile.Result
+	if !o.jobSetServed {
+		res.RequeueAfter = jobSetRecheck
+	}
+	// 2. The JobSet as it is; a finished TrainJob only reads it.
+	if o.jobSetServed {
+		if o.jobSet, err = r.readJobSet(ctx, job); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	// 3. The JobSet as it should be, made or brought in line.
+	if o.jobSetServed && !finished(job) {
+		if err := r.sync(ctx, job, &o); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	// 4. The deadline: past it, the run fails and its JobSet goes.
+	if left, has := deadlineLeft(job, o.now); has && !finished(job) {
+		if left > 0 {
+			res.RequeueAfter = minPositive(res.RequeueAfter, left)
+		} else if o.deadlinePassed = true; o.jobSet != nil {
+			if err := r.kit.Delete(ctx, job, o.jobSet); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+	return res, r.writeStatus(ctx, job, o)
+}
+
+// sync resolves the runtime, builds the JobSet and creates it, or carries the TrainJob's
+// suspension (and, while suspended, its patches) to the one there is. What keeps it from doing
+// so goes to o.problem.
+func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o *observed) error {
+	rt, p, err := r.runtime(ctx, job)
+	if err != nil || p.reason != "" {
+		o.problem = p
+		return err
+	}
+	o.runtime = rt
+	desired, p := DesiredJobSet(job, rt)
+	if p.reason != "" {
+		o.problem = p
+		return nil
+	}
+	if o.jobSet == nil {
+		created := &jobsetv1alpha2.JobSet{}
+		o.problem, err = r.ensure(ctx, job, desired, created)
+		if o.problem.reason == "" && err == nil {
+			o.jobSet = created
+		}
+		return err
+	}
+	return r.update(ctx, job, o.jobSet, desired)
+}
+
+// readJobSet is the TrainJob's JobSet from the cache, nil when there is none or it is someone
+// else's (creating it then reports the conflict).
+func (r *Reconciler) readJobSet(ctx context.Context, job *trainerv1alpha1.TrainJob) (*jobsetv1alpha2.JobSet, error) {
+	js := &jobsetv1alpha2.JobSet{}
+	js.Namespace, js.Name = job.Namespace, job.Name
+	switch ok, err := r.kit.Get(ctx, job, js); {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, nil
+	}
+	return js, nil
+}
+
+// ensure creates obj unless it exists (owned.Kit.Create): a same-named object the TrainJob does
+// not control, or one the apiserver refuses, is the problem returned.
+func (r *Reconciler) ensure(ctx context.Context, job *trainerv1alpha1.TrainJob, obj, existing client.Object) (problem, error) {
+	err := r.kit.Create(ctx, job, obj, existing)
+	switch c := owned.AsConflict(err); {
+	case c != nil:
+		return problem{ReasonNameConflict, c.Error()}, nil
+	case err != nil && owned.Refused(err):
+		return problem{ReasonRefused, err.Error()}, nil
+	}
+	return problem{}, err
+}
+
+// update brings the JobSet in line: suspending it is one small patch; a suspended JobSet takes
+// the whole desired spec (the pod templates may change only while it is suspended: Kueue patches
+// a TrainJob's placement before it admits it), resuming it if the TrainJob is resumed.
+func (r *Reconciler) update(ctx context.Context, job *trainerv1alpha1.TrainJob, js, desired *jobsetv1alpha2.JobSet) error {
+	want, got := ptr.Deref(desired.Spec.Suspend, false), ptr.Deref(js.Spec.Suspend, false)
+	changed := js.Annotations[AnnotationSpecHash] != desired.Annotations[AnnotationSpecHash]
+	switch {
+	case want && !got:
+		base := js.DeepCopy()
+		js.Spec.Suspend = ptr.To(true)
+		return r.client.Patch(ctx, js, client.MergeFrom(base))
+	case got && changed:
+		return r.kit.Apply(ctx, job, desired)
+	case got != want:
+		base := js.DeepCopy()
+		js.Spec.Suspend = ptr.To(want)
+		return r.client.Patch(ctx, js, client.MergeFrom(base))
+	}
+	return nil
+}
+
+// writeStatus writes the status derived from what was observed, when it changed, then tells of
+// its transitions (once: after the write).
+func (r *Reconciler) writeStatus(ctx context.Context, job *trainerv1alpha1.TrainJob, o observed) error {
+	st := status(job, o)
+	if equality.Semantic.DeepEqual(job.Status, st) {
+		return nil
+	}
+	if err := r.status.Write(ctx, job, &st); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil // a newer version is on its way to the cache, and reconciles again
+		}
+		return fmt.Errorf("writing status of TrainJob %s: %w", job.Name, err)
+	}
+	r.tell.Tell(job, told(job, job.Status, st))
+	job.Status = st
+	return nil
+}
+
+// minPositive is the smaller of a and b, ignoring zero.
+func minPositive(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}

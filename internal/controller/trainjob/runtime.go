@@ -1,0 +1,69 @@
+package trainjob
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+)
+
+// Reasons a TrainJob has no JobSet (its Created condition is False).
+const (
+	ReasonRuntimeNotFound  = "TrainingRuntimeNotFound"
+	ReasonNameConflict     = "NameConflict"
+	ReasonRefused          = "Refused"
+	ReasonInvalid          = "Invalid"
+	ReasonJobSetNotServed  = "JobSetNotInstalled"
+	reasonJobSetCreated    = "JobSetCreated"
+	reasonCreatingJobSet   = "CreatingJobSet"
+	reasonNotSupported     = trainerv1alpha1.TrainJobRuntimeNotSupportedReason
+	reasonDeadlineExceeded = trainerv1alpha1.TrainJobDeadlineExceededReason
+)
+
+// problem is what keeps kiln from making a TrainJob's JobSet; the zero problem is none. A problem
+// of reason TrainingRuntimeNotSupported fails the TrainJob (Trainer's verdict); the others wait.
+type problem struct{ reason, message string }
+
+// refKind is the kind of runtime the TrainJob names (ClusterTrainingRuntime by default).
+func refKind(job *trainerv1alpha1.TrainJob) string {
+	return ptr.Deref(job.Spec.RuntimeRef.Kind, trainerv1alpha1.ClusterTrainingRuntimeKind)
+}
+
+// runtime is the spec of the runtime the TrainJob names: a TrainingRuntime of its namespace or a
+// ClusterTrainingRuntime. One missing is a problem (the TrainJob waits for it); a kind kiln does
+// not know fails the TrainJob.
+func (r *Reconciler) runtime(ctx context.Context, job *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, problem, error) {
+	ref := job.Spec.RuntimeRef
+	kind, group := refKind(job), ptr.Deref(ref.APIGroup, trainerv1alpha1.GroupVersion.Group)
+	var obj client.Object
+	var spec *trainerv1alpha1.TrainingRuntimeSpec
+	switch {
+	case group != trainerv1alpha1.GroupVersion.Group:
+		return nil, problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.apiGroup %q is not a runtime kiln runs: use %s", group, trainerv1alpha1.GroupVersion.Group)}, nil
+	case kind == trainerv1alpha1.ClusterTrainingRuntimeKind:
+		rt := &trainerv1alpha1.ClusterTrainingRuntime{}
+		obj, spec = rt, &rt.Spec
+	case kind == trainerv1alpha1.TrainingRuntimeKind:
+		rt := &trainerv1alpha1.TrainingRuntime{}
+		obj, spec = rt, &rt.Spec
+	default:
+		return nil, problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use ClusterTrainingRuntime or TrainingRuntime", kind)}, nil
+	}
+	key := client.ObjectKey{Name: ref.Name}
+	where := "the cluster"
+	if kind == trainerv1alpha1.TrainingRuntimeKind {
+		key.Namespace, where = job.Namespace, "namespace "+job.Namespace
+	}
+	if err := r.client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, problem{ReasonRuntimeNotFound, fmt.Sprintf(
+				"%s %s does not exist in %s: create it (the TrainJob starts when it does), or name another in spec.runtimeRef", kind, ref.Name, where)}, nil
+		}
+		return nil, problem{}, fmt.Errorf("reading %s %s: %w", kind, ref.Name, err)
+	}
+	return spec, problem{}, nil
+}

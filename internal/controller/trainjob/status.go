@@ -1,0 +1,220 @@
+package trainjob
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/transition"
+)
+
+// observed is what one reconcile found of a TrainJob's world.
+type observed struct {
+	now time.Time
+	// jobSetServed says the cluster serves JobSets; jobSet is the TrainJob's (nil: none).
+	jobSetServed bool
+	jobSet       *jobsetv1alpha2.JobSet
+	// runtime is the spec of the runtime it names, when resolved this reconcile.
+	runtime *trainerv1alpha1.TrainingRuntimeSpec
+	// problem keeps kiln from making the JobSet.
+	problem problem
+	// deadlinePassed: the run outlived spec.activeDeadlineSeconds.
+	deadlinePassed bool
+}
+
+func finished(job *trainerv1alpha1.TrainJob) bool {
+	return meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobComplete) ||
+		meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobFailed)
+}
+
+func created(job *trainerv1alpha1.TrainJob) bool {
+	return meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobCreated)
+}
+
+// deadlineLeft is the time left of the run's activeDeadlineSeconds, counted (as Trainer counts
+// it) from its creation or its last resumption; has is false without a deadline, or while the
+// TrainJob is suspended.
+func deadlineLeft(job *trainerv1alpha1.TrainJob, now time.Time) (left time.Duration, has bool) {
+	if job.Spec.ActiveDeadlineSeconds <= 0 || ptr.Deref(job.Spec.Suspend, false) {
+		return 0, false
+	}
+	start := job.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(job.Status.Conditions, trainerv1alpha1.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+		start = c.LastTransitionTime.Time
+	}
+	return start.Add(time.Duration(job.Spec.ActiveDeadlineSeconds) * time.Second).Sub(now), true
+}
+
+// status derives the TrainJob's status from what was observed: Trainer's Suspended, Complete and
+// Failed, kiln's Created and Running, and each replicated job's counts.
+func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobStatus {
+	st := *job.Status.DeepCopy()
+	now := metav1.NewTime(o.now)
+	set := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: job.Generation, LastTransitionTime: now})
+	}
+	js := o.jobSet
+	if js != nil {
+		st.JobsStatus = jobsStatus(js)
+	}
+	if finished(job) {
+		return st // the verdict stands, whatever becomes of the JobSet
+	}
+	switch {
+	case js != nil:
+		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created")
+	case o.problem.reason != "":
+		set(trainerv1alpha1.TrainJobCreated, false, o.problem.reason, o.problem.message)
+	case !o.jobSetServed:
+		set(trainerv1alpha1.TrainJobCreated, false, ReasonJobSetNotServed, "the cluster does not serve JobSets (jobset.x-k8s.io/v1alpha2), which run TrainJobs: install JobSet v0.12 (docs/trainjob.md); kiln starts the TrainJob when it is served")
+	default:
+		set(trainerv1alpha1.TrainJobCreated, false, reasonCreatingJobSet, "creating JobSet "+job.Name)
+	}
+	suspended := ptr.Deref(job.Spec.Suspend, false)
+	switch {
+	case suspended:
+		set(trainerv1alpha1.TrainJobSuspended, true, trainerv1alpha1.TrainJobSuspendedReason, "the TrainJob is suspended: its pods are deleted until spec.suspend is false")
+	case meta.IsStatusConditionTrue(st.Conditions, trainerv1alpha1.TrainJobSuspended):
+		set(trainerv1alpha1.TrainJobSuspended, false, trainerv1alpha1.TrainJobResumedReason, "the TrainJob is resumed")
+	}
+	failed, failReason, failMsg := verdictFailed(job, o)
+	complete, doneReason, doneMsg := verdictComplete(js)
+	switch {
+	case failed:
+		set(trainerv1alpha1.TrainJobFailed, true, failReason, failMsg)
+	case complete:
+		set(trainerv1alpha1.TrainJobComplete, true, doneReason, doneMsg)
+	}
+	running, reason, msg := runningNow(js, suspended)
+	switch {
+	case failed || complete:
+		if meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil {
+			set(trainerv1alpha1.TrainJobRunning, false, "Finished", "the run finished")
+		}
+	case running || meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil:
+		set(trainerv1alpha1.TrainJobRunning, running, reason, msg)
+	}
+	return st
+}
+
+// verdictFailed: the runtime is one kiln cannot run, the deadline passed, or the JobSet failed.
+func verdictFailed(job *trainerv1alpha1.TrainJob, o observed) (bool, string, string) {
+	switch {
+	case o.problem.reason == reasonNotSupported:
+		return true, reasonNotSupported, o.problem.message
+	case o.deadlinePassed:
+		return true, reasonDeadlineExceeded, fmt.Sprintf("the TrainJob ran longer than spec.activeDeadlineSeconds (%d seconds): its JobSet was deleted", job.Spec.ActiveDeadlineSeconds)
+	}
+	if c := jobSetCondition(o.jobSet, jobsetv1alpha2.JobSetFailed); c != nil {
+		return true, c.Reason, c.Message
+	}
+	return false, "", ""
+}
+
+func verdictComplete(js *jobsetv1alpha2.JobSet) (bool, string, string) {
+	if c := jobSetCondition(js, jobsetv1alpha2.JobSetCompleted); c != nil {
+		return true, c.Reason, c.Message
+	}
+	return false, "", ""
+}
+
+// runningNow: every Job of the JobSet has its pods ready (or done).
+func runningNow(js *jobsetv1alpha2.JobSet, suspended bool) (bool, string, string) {
+	switch {
+	case suspended:
+		return false, trainerv1alpha1.TrainJobSuspendedReason, "the TrainJob is suspended"
+	case js == nil:
+		return false, reasonCreatingJobSet, "the JobSet does not exist yet"
+	}
+	var jobs, ready int32
+	for _, rj := range js.Spec.ReplicatedJobs {
+		jobs += rj.Replicas
+	}
+	for _, s := range js.Status.ReplicatedJobsStatus {
+		ready += s.Ready + s.Succeeded
+	}
+	if jobs > 0 && ready >= jobs {
+		return true, "JobsReady", fmt.Sprintf("all %d Jobs of JobSet %s have their pods ready", jobs, js.Name)
+	}
+	return false, "JobsNotReady", fmt.Sprintf("%d of %d Jobs of JobSet %s have their pods ready", ready, jobs, js.Name)
+}
+
+func jobSetCondition(js *jobsetv1alpha2.JobSet, t jobsetv1alpha2.JobSetConditionType) *metav1.Condition {
+	if js == nil {
+		return nil
+	}
+	if c := meta.FindStatusCondition(js.Status.Conditions, string(t)); c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return nil
+}
+
+// jobsStatus is each replicated job's counts, in the JobSet's order.
+func jobsStatus(js *jobsetv1alpha2.JobSet) []trainerv1alpha1.JobStatus {
+	seen := map[string]jobsetv1alpha2.ReplicatedJobStatus{}
+	for _, s := range js.Status.ReplicatedJobsStatus {
+		seen[s.Name] = s
+	}
+	var out []trainerv1alpha1.JobStatus
+	for _, rj := range js.Spec.ReplicatedJobs {
+		s := seen[rj.Name]
+		out = append(out, trainerv1alpha1.JobStatus{Name: rj.Name, Ready: ptr.To(s.Ready), Succeeded: ptr.To(s.Succeeded),
+			Failed: ptr.To(s.Failed), Active: ptr.To(s.Active), Suspended: ptr.To(s.Suspended)})
+	}
+	return out
+}
+
+// told is what the write of st over old tells: an event per transition and the job metrics.
+func told(job *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus) transition.Told {
+	var t transition.Told
+	if len(old.Conditions) == 0 {
+		t.Changes = append(t.Changes, transition.Created)
+	}
+	for _, c := range st.Conditions {
+		was := meta.FindStatusCondition(old.Conditions, c.Type)
+		if was != nil && was.Status == c.Status && was.Reason == c.Reason && was.Message == c.Message {
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		switch {
+		case c.Type == trainerv1alpha1.TrainJobFailed || (c.Type == trainerv1alpha1.TrainJobCreated && c.Status == metav1.ConditionFalse && c.Reason != reasonCreatingJobSet):
+			typ = corev1.EventTypeWarning
+		case c.Status == metav1.ConditionFalse && c.Type != trainerv1alpha1.TrainJobSuspended:
+			continue // a condition going false is told by the one that replaced it
+		}
+		t.Event(typ, c.Reason, fmt.Sprintf("TrainJob %s: %s", job.Name, c.Message))
+		if was != nil && was.Status == c.Status {
+			continue // a new message, not a transition
+		}
+		switch {
+		case c.Type == trainerv1alpha1.TrainJobRunning && c.Status == metav1.ConditionTrue && (was == nil):
+			t.Changes = append(t.Changes, transition.Running)
+		case c.Type == trainerv1alpha1.TrainJobComplete && c.Status == metav1.ConditionTrue:
+			t.Changes = append(t.Changes, transition.Succeeded)
+		case c.Type == trainerv1alpha1.TrainJobFailed && c.Status == metav1.ConditionTrue:
+			t.Changes = append(t.Changes, transition.Failed)
+		}
+	}
+	start := job.CreationTimestamp // the run's time counts from its JobSet's creation
+	if c := meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobCreated); c != nil && c.Status == metav1.ConditionTrue {
+		start = c.LastTransitionTime
+	}
+	t.Start = &start
+	for _, typ := range []string{trainerv1alpha1.TrainJobComplete, trainerv1alpha1.TrainJobFailed} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
+			t.Completion = &c.LastTransitionTime
+		}
+	}
+	return t
+}
