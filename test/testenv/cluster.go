@@ -20,7 +20,8 @@ import (
 )
 
 // ClusterSuite is an end-to-end suite's local cluster (devcluster: real apiserver, scheduler,
-// controller-manager, kwok nodes) with kiln's CRDs, webhooks and manager.
+// controller-manager, kwok nodes) with kiln's CRDs, webhooks and manager, and JobSet's controller
+// (which runs TrainJobs' JobSets).
 type ClusterSuite struct {
 	// Prefix names the suite's clusters Prefix<PID>, so a later run can delete those of a killed one.
 	Prefix string
@@ -85,6 +86,21 @@ func startCluster(s ClusterSuite, tools string, teardown *stack, out **Cluster) 
 	if err := devcluster.InstallCRDs(ctx, dc.Client, filepath.Join(RepoRoot(), "config", "crd", "bases")); err != nil {
 		return err
 	}
+	// JobSet's controller runs TrainJobs' JobSets, as a cluster kiln is installed in has it.
+	logs, err := os.MkdirTemp("", s.Prefix+"jobset-")
+	if err != nil {
+		return err
+	}
+	teardown.push(func() {
+		if os.Getenv("KILN_TEST_KEEP_LOGS") == "" {
+			_ = os.RemoveAll(logs)
+		}
+	})
+	stopJobSet, err := dc.StartJobSet(ctx, logs)
+	if err != nil {
+		return err
+	}
+	teardown.push(stopJobSet)
 	c, err := client.New(dc.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func startKEDA(c *testenv.Cluster, dir string) (func(), error) {
 		return nil, err
 	}
 	certDir := filepath.Join(dir, "keda-certs")
-	files, err := servingCert("keda", "keda-operator.keda.svc")
+	files, err := devcluster.ServingCert("keda", "keda-operator.keda.svc")
 	if err != nil {
 		return nil, err
 	}

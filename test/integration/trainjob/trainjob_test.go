@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +21,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
-	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -39,28 +37,10 @@ var installed bool
 
 func installTrainerRuntimes(t *testing.T) {
 	t.Helper()
-	if installed {
-		return
+	if !installed {
+		env.InstallTrainerRuntimes(t)
+		installed = true
 	}
-	dir := testenv.TrainerRuntimes(t)
-	var files []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") && filepath.Base(p) != "kustomization.yaml" {
-			files = append(files, p)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := devcluster.ReadObjects(files...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devcluster.Apply(context.Background(), env.Client, "default", objs); err != nil {
-		t.Fatalf("applying Trainer's runtime manifests: %v", err)
-	}
-	installed = true
 }
 
 func TestTrainerRuntimeManifestsApplyUnchanged(t *testing.T) {
