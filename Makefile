@@ -37,7 +37,8 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations fro
 	  config/components/mpi-kubectl-exec/rbac.yaml config/components/mpi-kubectl-exec-namespaced; \
 	cp config/rbac/edit_role.yaml config/rbac/view_role.yaml config/rbac/metrics_reader_role.yaml charts/kiln/files/; \
 	cp config/components/mpi-kubectl-exec/rbac.yaml charts/kiln/files/mpi-kubectl-exec-role.yaml; \
-	cp config/webhook/manifests.yaml charts/kiln/files/webhooks.yaml
+	cp config/webhook/manifests.yaml charts/kiln/files/webhooks.yaml; \
+	cp config/runtimes/runtimes.yaml charts/kiln/files/runtimes.yaml
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.
 	@bash hack/verify.sh

@@ -20,6 +20,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/manager"
@@ -40,7 +41,7 @@ func runDev(args []string) error {
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	fs.BoolVar(&o.GangScheduling, "gang-scheduling", true, "serve Kubernetes' own PodGroups (feature gate GenericWorkload): kiln then gang-schedules jobs with more than one pod")
 	stages := fs.String("stages", "config/dev/stages.yaml", "kwok stages for simulated training")
-	fs.StringVar(&samplePaths, "samples", "config/samples,config/samples/serving", "comma-separated sample manifests to apply (files or folders)")
+	fs.StringVar(&samplePaths, "samples", "config/runtimes,config/samples,config/samples/serving", "comma-separated manifests to apply (files or folders): the training runtimes and the samples")
 	fs.StringVar(&crds, "crds", "config/crd/bases", "CRD folder")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,6 +67,12 @@ func runDev(args []string) error {
 	if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
 		return err
 	}
+	// JobSet's controller runs TrainJobs' JobSets; its log goes beside the cluster's.
+	stopJobSet, err := cluster.StartJobSet(ctx, filepath.Dir(cluster.Kubeconfig))
+	if err != nil {
+		return err
+	}
+	defer stopJobSet()
 
 	webhookAddr, err := devcluster.FreeAddr()
 	if err != nil {
@@ -114,7 +121,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("all samples finished: jobs done, InferenceServices Ready (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,paddlejobs,mpijobs,pyjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,paddlejobs,mpijobs,pyjobs,trainjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -131,7 +138,7 @@ func watchSamples(ctx context.Context, c client.Client, objs []*unstructured.Uns
 	if err != nil {
 		return err
 	}
-	jobKinds := map[string]bool{"PyJob": true}
+	jobKinds := map[string]bool{"PyJob": true, trainerv1alpha1.TrainJobKind: true}
 	for _, fw := range frameworks.All() {
 		jobKinds[fw.Kind] = true
 	}
@@ -232,14 +239,18 @@ func listSamples(ctx context.Context, c client.Client) (samples, error) {
 		}
 	}
 	var py trainingv1alpha1.PyJobList
+	var tj trainerv1alpha1.TrainJobList
 	var isvcs servingv1alpha1.InferenceServiceList
-	for _, l := range []client.ObjectList{&py, &isvcs} {
+	for _, l := range []client.ObjectList{&py, &tj, &isvcs} {
 		if err := c.List(ctx, l); err != nil {
 			return s, err
 		}
 	}
 	for i := range py.Items {
 		s.jobs = append(s.jobs, devcluster.PyJobRow(&py.Items[i], now))
+	}
+	for i := range tj.Items {
+		s.jobs = append(s.jobs, devcluster.TrainJobRow(&tj.Items[i], now))
 	}
 	for i := range isvcs.Items {
 		s.services = append(s.services, devcluster.InferenceServiceRow(&isvcs.Items[i], now))

@@ -37,7 +37,7 @@ type hook struct {
 	// defaults mutates a new or updated object; nil when the CRD schema holds every default.
 	defaults func(obj client.Object)
 	// validate checks obj; old is nil on create.
-	validate func(obj, old client.Object) (field.ErrorList, []string)
+	validate func(ctx context.Context, obj, old client.Object) (field.ErrorList, []string)
 	// grants are what obj gives its pods beyond what any pod of the namespace has (rights.go).
 	grants func(obj client.Object) []grant
 }
@@ -144,11 +144,11 @@ func (v validator) Handle(ctx context.Context, req admission.Request) admission.
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	errs, warnings := v.validate(obj, old)
+	errs, warnings := v.validate(ctx, obj, old)
 	if old != nil {
 		// Ratchet: an update is not refused for what was already wrong before it (an object
 		// stored before the webhook was installed must stay deletable and relabelable).
-		was, _ := v.validate(old, nil)
+		was, _ := v.validate(ctx, old, nil)
 		errs = newErrors(errs, was)
 	}
 	if v.grants != nil && v.rights != nil && len(errs) == 0 { // refused already: no review to ask

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"strings"
@@ -28,6 +29,10 @@ type Kinds struct {
 	CleanPodPolicy    kubeflowv1.CleanPodPolicy
 	PyJobs            bool
 	InferenceServices bool
+	// TrainJobs admits TrainJobs and training runtimes; Runtimes reads the runtimes a TrainJob
+	// names (nil: the checks that need its runtime are left to the controller).
+	TrainJobs bool
+	Runtimes  client.Reader
 	// PodRights, when set, refuses what would give a requester who may not create pods in the
 	// namespace more than their own rights through kiln's pods (rights.go); nil: no such check.
 	PodRights PodRights
@@ -45,7 +50,7 @@ func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
 		hooks = append(hooks, hook{
 			gvk: trainingv1alpha1.GroupVersion.WithKind("PyJob"), resource: "pyjobs",
 			new: func() client.Object { return &trainingv1alpha1.PyJob{} },
-			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
+			validate: func(_ context.Context, obj, _ client.Object) (field.ErrorList, []string) {
 				job := obj.(*trainingv1alpha1.PyJob)
 				return validatePyJob(job), pyJobWarnings(job)
 			},
@@ -56,13 +61,16 @@ func NewSet(scheme *runtime.Scheme, k Kinds) *Set {
 		hooks = append(hooks, hook{
 			gvk: servingv1alpha1.GroupVersion.WithKind("InferenceService"), resource: "inferenceservices",
 			new: func() client.Object { return &servingv1alpha1.InferenceService{} },
-			validate: func(obj, _ client.Object) (field.ErrorList, []string) {
+			validate: func(_ context.Context, obj, _ client.Object) (field.ErrorList, []string) {
 				return validateInferenceService(obj.(*servingv1alpha1.InferenceService)), nil
 			},
 			grants: func(obj client.Object) []grant {
 				return inferenceServiceGrants(obj.(*servingv1alpha1.InferenceService))
 			},
 		})
+	}
+	if k.TrainJobs {
+		hooks = append(hooks, trainerHooks(k.Runtimes)...)
 	}
 	return newSet(scheme, hooks, k.PodRights)
 }
@@ -74,7 +82,7 @@ func trainingJobHook(fw framework.Framework, cleanPodPolicy kubeflowv1.CleanPodP
 		new:      func() client.Object { return fw.NewJob() },
 		defaults: func(obj client.Object) { replicajob.Default(fw, obj.(framework.Job), cleanPodPolicy) },
 		grants:   func(obj client.Object) []grant { return trainingJobGrants(fw, obj.(framework.Job)) },
-		validate: func(obj, old client.Object) (field.ErrorList, []string) {
+		validate: func(_ context.Context, obj, old client.Object) (field.ErrorList, []string) {
 			// Validate what the engine will run: the defaulted job, as the reconciler does.
 			job := obj.DeepCopyObject().(framework.Job)
 			replicajob.Default(fw, job, cleanPodPolicy)

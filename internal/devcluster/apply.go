@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -22,13 +23,15 @@ import (
 // FieldManager owns what the dev tooling applies.
 const FieldManager = "kiln-dev"
 
-// ReadObjects decodes every YAML document of the given files (or *.yaml files of folders).
+// ReadObjects decodes every YAML document of the given files (or *.yaml files of folders, but
+// their kustomization.yaml).
 func ReadObjects(paths ...string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, p := range paths {
 		files := []string{p}
 		if st, err := os.Stat(p); err == nil && st.IsDir() {
 			files, _ = filepath.Glob(filepath.Join(p, "*.yaml"))
+			files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == "kustomization.yaml" })
 		}
 		for _, f := range files {
 			data, err := os.ReadFile(f)

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 )
 
@@ -54,6 +56,23 @@ func PyJobRow(job *trainingv1alpha1.PyJob, now time.Time) JobRow {
 		Active: st.Workers.Active, Succeeded: st.Workers.Succeeded, Failed: st.Workers.Failed,
 		Finished: st.Phase == trainingv1alpha1.PyJobSucceeded || st.Phase == trainingv1alpha1.PyJobFailed,
 	}
+}
+
+// TrainJobRow summarises a TrainJob: its state is the type of its last condition (its State
+// printer column), and the counts are its JobSet's Jobs (jobsStatus), not pods.
+func TrainJobRow(job *trainerv1alpha1.TrainJob, now time.Time) JobRow {
+	r := JobRow{Kind: trainerv1alpha1.TrainJobKind, Name: job.Name, State: "Pending", Age: now.Sub(job.CreationTimestamp.Time)}
+	if n := len(job.Status.Conditions); n > 0 {
+		r.State = job.Status.Conditions[n-1].Type
+	}
+	r.Finished = meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobComplete) ||
+		meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobFailed)
+	for _, s := range job.Status.JobsStatus {
+		r.Active += ptr.Deref(s.Active, 0)
+		r.Succeeded += ptr.Deref(s.Succeeded, 0)
+		r.Failed += ptr.Deref(s.Failed, 0)
+	}
+	return r
 }
 
 // Table renders rows sorted by kind and name.

@@ -261,7 +261,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if !o.Webhook.AllowBorrowedRights {
 			rights = admission.AccessReviews{Client: mgr.GetClient()}
 		}
-		admission.NewSet(scheme, admissionKinds(o, frameworks, own, rights)).Register(mgr.GetWebhookServer())
+		admission.NewSet(scheme, admissionKinds(o, frameworks, own, rights, mgr.GetClient())).Register(mgr.GetWebhookServer())
 		conversion.Register(mgr.GetWebhookServer(), scheme)
 		if keeper != nil {
 			if err := mgr.Add(keeper); err != nil {
@@ -292,10 +292,10 @@ func Admission(o Options) (*admission.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admission.NewSet(schemeOf(frameworks), admissionKinds(o, frameworks, own, nil)), nil
+	return admission.NewSet(schemeOf(frameworks), admissionKinds(o, frameworks, own, nil, nil)), nil
 }
 
-func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool, rights admission.PodRights) admission.Kinds {
+func admissionKinds(o Options, frameworks []framework.Framework, own map[string]bool, rights admission.PodRights, runtimes client.Reader) admission.Kinds {
 	policy := o.Engine.DefaultCleanPodPolicy
 	if policy == "" {
 		policy = kubeflowv1.CleanPodPolicyRunning
@@ -303,6 +303,7 @@ func admissionKinds(o Options, frameworks []framework.Framework, own map[string]
 	return admission.Kinds{
 		Frameworks: frameworks, CleanPodPolicy: policy,
 		PyJobs: own[pyJobKind], InferenceServices: own[inferenceServiceKind], PodRights: rights,
+		TrainJobs: own[trainJobKind], Runtimes: runtimes,
 	}
 }
 

@@ -36,15 +36,15 @@ const (
 // the TrainJob's patches, the trainer step's node count and container, the framework's
 // variables and the initializers' sources. A TrainJob that cannot make a JobSet (a patch naming
 // a replicated job the runtime lacks, a framework kiln does not run) comes back as the problem.
-func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec) (*jobsetv1alpha2.JobSet, problem) {
+func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec) (*jobsetv1alpha2.JobSet, Problem) {
 	fw, p := frameworkOf(rt)
-	if p.reason != "" {
+	if p.Reason != "" {
 		return nil, p
 	}
 	spec := rt.Template.Spec.DeepCopy()
 	labels, annotations := copyMap(rt.Template.Labels), copyMap(rt.Template.Annotations)
 	for i, patch := range job.Spec.RuntimePatches {
-		if p := applyPatch(spec, patch, fmt.Sprintf("spec.runtimePatches[%d]", i), &labels, &annotations); p.reason != "" {
+		if p := applyPatch(spec, patch, fmt.Sprintf("spec.runtimePatches[%d]", i), &labels, &annotations); p.Reason != "" {
 			return nil, p
 		}
 	}
@@ -73,7 +73,7 @@ func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRu
 			}
 		}
 	}
-	if p := fw.apply(job, rt, spec, nodes); p.reason != "" {
+	if p := fw.apply(job, rt, spec, nodes); p.Reason != "" {
 		return nil, p
 	}
 	spec.Suspend = ptr.To(ptr.Deref(job.Spec.Suspend, false))
@@ -87,7 +87,7 @@ func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRu
 		js.Annotations = map[string]string{}
 	}
 	js.Annotations[AnnotationSpecHash] = specHash(spec)
-	return js, problem{}
+	return js, Problem{}
 }
 
 func ownerRef(job *trainerv1alpha1.TrainJob) metav1.OwnerReference {

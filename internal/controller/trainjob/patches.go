@@ -16,16 +16,16 @@ import (
 // merge patch (replicated jobs, containers, env and volumes merge by name; tolerations replace
 // the runtime's). A patch naming a replicated job or container the runtime lacks is refused at
 // path: a patch only changes what the runtime has.
-func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePatch, path string, labels, annotations *map[string]string) problem {
+func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePatch, path string, labels, annotations *map[string]string) Problem {
 	t := patch.TrainingRuntimeSpec
 	if t == nil || t.Template == nil {
-		return problem{}
+		return Problem{}
 	}
 	if m := t.Template.Metadata; m != nil {
 		*labels, *annotations = overlay(*labels, m.Labels), overlay(*annotations, m.Annotations)
 	}
 	if t.Template.Spec == nil || len(t.Template.Spec.ReplicatedJobs) == 0 {
-		return problem{}
+		return Problem{}
 	}
 	order := make([]string, len(spec.ReplicatedJobs))
 	for i, rj := range spec.ReplicatedJobs {
@@ -35,40 +35,40 @@ func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePa
 		at := fmt.Sprintf("%s.trainingRuntimeSpec.template.spec.replicatedJobs[%d]", path, i)
 		j := slices.Index(order, rp.Name)
 		if j < 0 {
-			return problem{ReasonInvalid, fmt.Sprintf("%s.name: the runtime has no replicated job %q (it has %v): name one of them", at, rp.Name, order)}
+			return Problem{ReasonInvalid, fmt.Sprintf("%s.name: the runtime has no replicated job %q (it has %v): name one of them", at, rp.Name, order)}
 		}
-		if p := containersExist(&spec.ReplicatedJobs[j], rp, at); p.reason != "" {
+		if p := containersExist(&spec.ReplicatedJobs[j], rp, at); p.Reason != "" {
 			return p
 		}
 	}
 	src, err := json.Marshal(spec)
 	if err != nil {
-		return problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
 	}
 	pb, err := json.Marshal(t.Template.Spec)
 	if err != nil {
-		return problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
 	}
 	merged, err := strategicpatch.StrategicMergePatch(src, pb, jobsetv1alpha2.JobSetSpec{})
 	if err != nil {
-		return problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
 	}
 	out := jobsetv1alpha2.JobSetSpec{}
 	if err := json.Unmarshal(merged, &out); err != nil {
-		return problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
 	}
 	// The merge may reorder the replicated jobs; the runtime's order stands (names are unique).
 	slices.SortStableFunc(out.ReplicatedJobs, func(a, b jobsetv1alpha2.ReplicatedJob) int {
 		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
 	})
 	*spec = out
-	return problem{}
+	return Problem{}
 }
 
 // containersExist: a patch's containers and init containers are the replicated job's own.
-func containersExist(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.ReplicatedJobPatch, at string) problem {
+func containersExist(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.ReplicatedJobPatch, at string) Problem {
 	if rp.Template == nil || rp.Template.Spec == nil || rp.Template.Spec.Template == nil || rp.Template.Spec.Template.Spec == nil {
-		return problem{}
+		return Problem{}
 	}
 	pod := &podTemplate(rj).Spec
 	ps := rp.Template.Spec.Template.Spec
@@ -79,12 +79,12 @@ func containersExist(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.Replic
 		field := f.field
 		for i, c := range f.list {
 			if container(pod, c.Name) == nil {
-				return problem{ReasonInvalid, fmt.Sprintf("%s.template.spec.template.spec.%s[%d].name: replicated job %s has no container %q: a patch changes the runtime's containers, it adds none",
+				return Problem{ReasonInvalid, fmt.Sprintf("%s.template.spec.template.spec.%s[%d].name: replicated job %s has no container %q: a patch changes the runtime's containers, it adds none",
 					at, field, i, rj.Name, c.Name)}
 			}
 		}
 	}
-	return problem{}
+	return Problem{}
 }
 
 func overlay(base, over map[string]string) map[string]string {

@@ -18,34 +18,34 @@ type framework interface {
 	// nodeCount is the count of the replicated job of that name and step, when the framework sets it.
 	nodeCount(name, step string, nodes int32) (int32, bool)
 	// apply adds the framework's variables and ports to the JobSet's spec.
-	apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) problem
+	apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) Problem
 	// reserved are the variables the framework sets, which a TrainJob's trainer.env may not.
 	reserved() []string
 }
 
 // frameworkOf is the runtime's framework; one kiln does not run fails the TrainJob.
-func frameworkOf(rt *trainerv1alpha1.TrainingRuntimeSpec) (framework, problem) {
+func frameworkOf(rt *trainerv1alpha1.TrainingRuntimeSpec) (framework, Problem) {
 	p := rt.MLPolicy
 	switch {
 	case p == nil:
-		return plain{}, problem{}
+		return plain{}, Problem{}
 	case p.Torch != nil:
-		return torch{policy: p.Torch}, problem{}
+		return torch{policy: p.Torch}, Problem{}
 	case p.JAX != nil:
-		return jax{}, problem{}
+		return jax{}, Problem{}
 	case p.XGBoost != nil:
-		return xgboost{}, problem{}
+		return xgboost{}, Problem{}
 	case p.MPI != nil:
-		return nil, problem{reasonNotSupported, "the runtime's mlPolicy.mpi is not run by kiln yet: use an MPIJob (kubeflow.org/v2beta1), or a torch, jax or xgboost runtime"}
+		return nil, Problem{reasonNotSupported, "the runtime's mlPolicy.mpi is not run by kiln yet: use an MPIJob (kubeflow.org/v2beta1), or a torch, jax or xgboost runtime"}
 	case p.Flux != nil:
-		return nil, problem{reasonNotSupported, "the runtime's mlPolicy.flux is not run by kiln: use a torch, jax or xgboost runtime"}
+		return nil, Problem{reasonNotSupported, "the runtime's mlPolicy.flux is not run by kiln: use a torch, jax or xgboost runtime"}
 	}
-	return plain{}, problem{}
+	return plain{}, Problem{}
 }
 
 // ReservedEnv is the framework variables a TrainJob on rt may not set in trainer.env.
 func ReservedEnv(rt *trainerv1alpha1.TrainingRuntimeSpec) []string {
-	if fw, p := frameworkOf(rt); p.reason == "" {
+	if fw, p := frameworkOf(rt); p.Reason == "" {
 		return fw.reserved()
 	}
 	return nil
@@ -91,8 +91,8 @@ type plain struct{}
 func (plain) nodeCount(_, step string, nodes int32) (int32, bool) {
 	return trainerNodeCount(step, nodes)
 }
-func (plain) apply(*trainerv1alpha1.TrainJob, *trainerv1alpha1.TrainingRuntimeSpec, *jobsetv1alpha2.JobSetSpec, int32) problem {
-	return problem{}
+func (plain) apply(*trainerv1alpha1.TrainJob, *trainerv1alpha1.TrainingRuntimeSpec, *jobsetv1alpha2.JobSetSpec, int32) Problem {
+	return Problem{}
 }
 func (plain) reserved() []string { return nil }
 
@@ -108,7 +108,7 @@ func (torch) reserved() []string {
 	return []string{"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
 }
 
-func (t torch) apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) problem {
+func (t torch) apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) Problem {
 	env := []corev1.EnvVar{
 		{Name: "PET_NNODES", Value: strconv.Itoa(int(nodes))},
 		{Name: "PET_NPROC_PER_NODE", Value: procPerNode(job, spec)},
@@ -121,22 +121,22 @@ func (t torch) apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Training
 		upsertPort(c, corev1.ContainerPort{ContainerPort: PortTrainer})
 	})
 	if t.policy.EnvInjection == nil {
-		return problem{}
+		return Problem{}
 	}
 	for i, target := range t.policy.EnvInjection.Targets {
 		j := slices.IndexFunc(spec.ReplicatedJobs, func(rj jobsetv1alpha2.ReplicatedJob) bool { return rj.Name == target.JobName })
 		if j < 0 {
-			return problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d].jobName %q is no replicated job of the runtime: fix the runtime", i, target.JobName)}
+			return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d].jobName %q is no replicated job of the runtime: fix the runtime", i, target.JobName)}
 		}
 		for _, name := range target.ContainerNames {
 			c := container(&podTemplate(&spec.ReplicatedJobs[j]).Spec, name)
 			if c == nil {
-				return problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d] names container %q, which replicated job %s lacks: fix the runtime", i, name, target.JobName)}
+				return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d] names container %q, which replicated job %s lacks: fix the runtime", i, name, target.JobName)}
 			}
 			c.Env = upsertEnv(c.Env, env...)
 		}
 	}
-	return problem{}
+	return Problem{}
 }
 
 // procPerNode is PET_NPROC_PER_NODE: the trainer's numProcPerNode; else "auto" (a process per
@@ -195,7 +195,7 @@ func (jax) reserved() []string {
 	return []string{"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
 }
 
-func (jax) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) problem {
+func (jax) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) Problem {
 	onTrainer(spec, func(c *corev1.Container) {
 		c.Env = upsertEnv(c.Env,
 			corev1.EnvVar{Name: "JAX_NUM_PROCESSES", Value: strconv.Itoa(int(nodes))},
@@ -203,7 +203,7 @@ func (jax) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRunti
 			corev1.EnvVar{Name: "JAX_COORDINATOR_ADDRESS", Value: fmt.Sprintf("%s:%d", firstNode(job), PortTrainer)})
 		upsertPort(c, corev1.ContainerPort{ContainerPort: PortTrainer})
 	})
-	return problem{}
+	return Problem{}
 }
 
 // xgboost is the Rabit tracker's DMLC_* variables: a worker per GPU of a node, else one per node.
@@ -216,7 +216,7 @@ func (xgboost) reserved() []string {
 	return []string{"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
 }
 
-func (xgboost) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) problem {
+func (xgboost) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) Problem {
 	workers := int64(nodes) * max(1, gpus(nodeResources(spec)))
 	onTrainer(spec, func(c *corev1.Container) {
 		c.Env = upsertEnv(c.Env,
@@ -226,5 +226,5 @@ func (xgboost) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingR
 			corev1.EnvVar{Name: "DMLC_NUM_WORKER", Value: strconv.FormatInt(workers, 10)})
 		upsertPort(c, corev1.ContainerPort{ContainerPort: PortTrainer})
 	})
-	return problem{}
+	return Problem{}
 }

@@ -181,21 +181,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // suspension (and, while suspended, its patches) to the one there is. What keeps it from doing
 // so goes to o.problem.
 func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o *observed) error {
-	rt, p, err := r.runtime(ctx, job)
-	if err != nil || p.reason != "" {
+	rt, p, err := Runtime(ctx, r.client, job)
+	if err != nil || p.Reason != "" {
 		o.problem = p
 		return err
 	}
 	o.runtime = rt
 	desired, p := DesiredJobSet(job, rt)
-	if p.reason != "" {
+	if p.Reason != "" {
 		o.problem = p
 		return nil
 	}
 	if o.jobSet == nil {
 		created := &jobsetv1alpha2.JobSet{}
 		o.problem, err = r.ensure(ctx, job, desired, created)
-		if o.problem.reason == "" && err == nil {
+		if o.problem.Reason == "" && err == nil {
 			o.jobSet = created
 		}
 		return err
@@ -219,15 +219,15 @@ func (r *Reconciler) readJobSet(ctx context.Context, job *trainerv1alpha1.TrainJ
 
 // ensure creates obj unless it exists (owned.Kit.Create): a same-named object the TrainJob does
 // not control, or one the apiserver refuses, is the problem returned.
-func (r *Reconciler) ensure(ctx context.Context, job *trainerv1alpha1.TrainJob, obj, existing client.Object) (problem, error) {
+func (r *Reconciler) ensure(ctx context.Context, job *trainerv1alpha1.TrainJob, obj, existing client.Object) (Problem, error) {
 	err := r.kit.Create(ctx, job, obj, existing)
 	switch c := owned.AsConflict(err); {
 	case c != nil:
-		return problem{ReasonNameConflict, c.Error()}, nil
+		return Problem{ReasonNameConflict, c.Error()}, nil
 	case err != nil && owned.Refused(err):
-		return problem{ReasonRefused, err.Error()}, nil
+		return Problem{ReasonRefused, err.Error()}, nil
 	}
-	return problem{}, err
+	return Problem{}, err
 }
 
 // update brings the JobSet in line: suspending it is one small patch; a suspended JobSet takes

@@ -24,26 +24,26 @@ const (
 	reasonDeadlineExceeded = trainerv1alpha1.TrainJobDeadlineExceededReason
 )
 
-// problem is what keeps kiln from making a TrainJob's JobSet; the zero problem is none. A problem
+// Problem is what keeps kiln from making a TrainJob's JobSet; the zero problem is none. A Problem
 // of reason TrainingRuntimeNotSupported fails the TrainJob (Trainer's verdict); the others wait.
-type problem struct{ reason, message string }
+type Problem struct{ Reason, Message string }
 
 // refKind is the kind of runtime the TrainJob names (ClusterTrainingRuntime by default).
 func refKind(job *trainerv1alpha1.TrainJob) string {
 	return ptr.Deref(job.Spec.RuntimeRef.Kind, trainerv1alpha1.ClusterTrainingRuntimeKind)
 }
 
-// runtime is the spec of the runtime the TrainJob names: a TrainingRuntime of its namespace or a
-// ClusterTrainingRuntime. One missing is a problem (the TrainJob waits for it); a kind kiln does
-// not know fails the TrainJob.
-func (r *Reconciler) runtime(ctx context.Context, job *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, problem, error) {
+// Runtime is the spec of the runtime the TrainJob names, read with c: a TrainingRuntime of its
+// namespace or a ClusterTrainingRuntime. One missing is a Problem (the TrainJob waits for it); a
+// kind kiln does not know fails the TrainJob.
+func Runtime(ctx context.Context, c client.Reader, job *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, Problem, error) {
 	ref := job.Spec.RuntimeRef
 	kind, group := refKind(job), ptr.Deref(ref.APIGroup, trainerv1alpha1.GroupVersion.Group)
 	var obj client.Object
 	var spec *trainerv1alpha1.TrainingRuntimeSpec
 	switch {
 	case group != trainerv1alpha1.GroupVersion.Group:
-		return nil, problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.apiGroup %q is not a runtime kiln runs: use %s", group, trainerv1alpha1.GroupVersion.Group)}, nil
+		return nil, Problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.apiGroup %q is not a runtime kiln runs: use %s", group, trainerv1alpha1.GroupVersion.Group)}, nil
 	case kind == trainerv1alpha1.ClusterTrainingRuntimeKind:
 		rt := &trainerv1alpha1.ClusterTrainingRuntime{}
 		obj, spec = rt, &rt.Spec
@@ -51,19 +51,19 @@ func (r *Reconciler) runtime(ctx context.Context, job *trainerv1alpha1.TrainJob)
 		rt := &trainerv1alpha1.TrainingRuntime{}
 		obj, spec = rt, &rt.Spec
 	default:
-		return nil, problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use ClusterTrainingRuntime or TrainingRuntime", kind)}, nil
+		return nil, Problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use ClusterTrainingRuntime or TrainingRuntime", kind)}, nil
 	}
 	key := client.ObjectKey{Name: ref.Name}
 	where := "the cluster"
 	if kind == trainerv1alpha1.TrainingRuntimeKind {
 		key.Namespace, where = job.Namespace, "namespace "+job.Namespace
 	}
-	if err := r.client.Get(ctx, key, obj); err != nil {
+	if err := c.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, problem{ReasonRuntimeNotFound, fmt.Sprintf(
+			return nil, Problem{ReasonRuntimeNotFound, fmt.Sprintf(
 				"%s %s does not exist in %s: create it (the TrainJob starts when it does), or name another in spec.runtimeRef", kind, ref.Name, where)}, nil
 		}
-		return nil, problem{}, fmt.Errorf("reading %s %s: %w", kind, ref.Name, err)
+		return nil, Problem{}, fmt.Errorf("reading %s %s: %w", kind, ref.Name, err)
 	}
-	return spec, problem{}, nil
+	return spec, Problem{}, nil
 }

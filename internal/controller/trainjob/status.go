@@ -23,7 +23,7 @@ type observed struct {
 	// runtime is the spec of the runtime it names, when resolved this reconcile.
 	runtime *trainerv1alpha1.TrainingRuntimeSpec
 	// problem keeps kiln from making the JobSet.
-	problem problem
+	problem Problem
 	// deadlinePassed: the run outlived spec.activeDeadlineSeconds.
 	deadlinePassed bool
 }
@@ -74,8 +74,8 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 	switch {
 	case js != nil:
 		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created")
-	case o.problem.reason != "":
-		set(trainerv1alpha1.TrainJobCreated, false, o.problem.reason, o.problem.message)
+	case o.problem.Reason != "":
+		set(trainerv1alpha1.TrainJobCreated, false, o.problem.Reason, o.problem.Message)
 	case !o.jobSetServed:
 		set(trainerv1alpha1.TrainJobCreated, false, ReasonJobSetNotServed, "the cluster does not serve JobSets (jobset.x-k8s.io/v1alpha2), which run TrainJobs: install JobSet v0.12 (docs/trainjob.md); kiln starts the TrainJob when it is served")
 	default:
@@ -111,8 +111,8 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 // verdictFailed: the runtime is one kiln cannot run, the deadline passed, or the JobSet failed.
 func verdictFailed(job *trainerv1alpha1.TrainJob, o observed) (bool, string, string) {
 	switch {
-	case o.problem.reason == reasonNotSupported:
-		return true, reasonNotSupported, o.problem.message
+	case o.problem.Reason == reasonNotSupported:
+		return true, reasonNotSupported, o.problem.Message
 	case o.deadlinePassed:
 		return true, reasonDeadlineExceeded, fmt.Sprintf("the TrainJob ran longer than spec.activeDeadlineSeconds (%d seconds): its JobSet was deleted", job.Spec.ActiveDeadlineSeconds)
 	}

@@ -23,9 +23,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -119,6 +121,38 @@ func isvc(edit func(*servingv1alpha1.InferenceService)) func(string) client.Obje
 		edit(i)
 		return i
 	}
+}
+
+// trainJob is a TrainJob on admissionRuntime, a torch ClusterTrainingRuntime made once.
+func trainJob(edit func(*trainerv1alpha1.TrainJob)) func(string) client.Object {
+	return func(ns string) client.Object {
+		makeAdmissionRuntime()
+		j := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: ns},
+			Spec: trainerv1alpha1.TrainJobSpec{RuntimeRef: trainerv1alpha1.RuntimeRef{Name: admissionRuntime}}}
+		edit(j)
+		return j
+	}
+}
+
+const admissionRuntime = "kiln-admission-torch"
+
+var makeAdmissionRuntime = sync.OnceFunc(func() {
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: admissionRuntime}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{MLPolicySource: trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
+	rj.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.0"}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	if err := env.Client.Create(context.Background(), rt); err != nil && !apierrors.IsAlreadyExists(err) {
+		panic(err)
+	}
+})
+
+// nodePatch is a runtime patch of the node replicated job's pods.
+func nodePatch(pod *trainerv1alpha1.PodSpecPatch) trainerv1alpha1.RuntimePatch {
+	return trainerv1alpha1.RuntimePatch{Manager: "example.com/placement", TrainingRuntimeSpec: &trainerv1alpha1.TrainingRuntimeSpecPatch{
+		Template: &trainerv1alpha1.JobSetTemplatePatch{Spec: &trainerv1alpha1.JobSetSpecPatch{ReplicatedJobs: []trainerv1alpha1.ReplicatedJobPatch{{
+			Name: "node", Template: &trainerv1alpha1.JobTemplatePatch{Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{Spec: pod}}}}}}}}}
 }
 
 func spec(j framework.Job, rtype kubeflowv1.ReplicaType) *kubeflowv1.ReplicaSpec {
@@ -295,6 +329,41 @@ var table = []badInput{
 	{name: "InferenceService canary is the stable model", obj: isvc(func(i *servingv1alpha1.InferenceService) {
 		i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: i.Spec.ModelURI, CanaryPercent: 10}
 	}), field: "spec.traffic.canaryVersion", webhookOnly: true},
+	{name: "TrainJob name not an RFC 1035 label", obj: trainJob(func(j *trainerv1alpha1.TrainJob) { j.Name = "1-mnist" }), field: "metadata.name"},
+	{name: "TrainJob numNodes 0", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.Trainer = &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](0)}
+	}), field: "spec.trainer.numNodes"},
+	{name: "TrainJob managedBy unknown", obj: trainJob(func(j *trainerv1alpha1.TrainJob) { j.Spec.ManagedBy = ptr.To("example.com/mine") }), field: "spec.managedBy"},
+	{name: "TrainJob sets the framework's variable", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.Trainer = &trainerv1alpha1.Trainer{Env: []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}, {Name: "PET_MASTER_PORT", Value: "1234"}}}
+	}), field: "spec.trainer.env[1].name", webhookOnly: true},
+	{name: "TrainJob patch manager not a domain-prefixed path", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		p := nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})
+		p.Manager = "me"
+		j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{p}
+	}), field: "spec.runtimePatches[0].manager", webhookOnly: true},
+	{name: "TrainJob patch sets the trainer's variables", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{nodePatch(&trainerv1alpha1.PodSpecPatch{Containers: []trainerv1alpha1.ContainerPatch{{Name: "node", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}})}
+	}), field: "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env", webhookOnly: true},
+	{name: "TrainJob patch of a replicated job the runtime lacks", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		p := nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})
+		p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Name = "workers"
+		j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{p}
+	}), field: "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name", webhookOnly: true},
+	{name: "TrainJob patches changed while it runs", obj: trainJob(func(*trainerv1alpha1.TrainJob) {}), update: func(o client.Object) {
+		o.(*trainerv1alpha1.TrainJob).Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})}
+	}, field: "spec.runtimePatches", webhookOnly: true},
+	{name: "TrainJob runtimeRef changed", obj: trainJob(func(*trainerv1alpha1.TrainJob) {}), update: func(o client.Object) {
+		o.(*trainerv1alpha1.TrainJob).Spec.RuntimeRef.Name = "other"
+	}, field: "spec.runtimeRef"},
+	{name: "TrainingRuntime trainer step without a node container", obj: func(ns string) client.Object {
+		rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}}
+		rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
+		rj.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "trainer", Image: "x"}}
+		rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+		return rt
+	}, field: "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers", webhookOnly: true},
 }
 
 // runTable asserts each case is rejected with a message naming its field; withWebhooks false

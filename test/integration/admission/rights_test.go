@@ -19,9 +19,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/testenv"
@@ -95,6 +97,19 @@ func TestJobsCannotBorrowRightsTheirAuthorLacks(t *testing.T) {
 			spec(j, "Worker").Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 		})(ns), "spec.tfReplicaSpecs[Worker].template.spec.containers[0].securityContext.privileged"},
 		{"a PyJob as another ServiceAccount", pyJob(func(p *trainingv1alpha1.PyJob) { p.Spec.ServiceAccountName = "deployer" })(ns), "spec.serviceAccountName"},
+		{"a TrainJob's patch as another ServiceAccount", trainJob(func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{nodePatch(&trainerv1alpha1.PodSpecPatch{ServiceAccountName: ptr.To("deployer")})}
+		})(ns), "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"},
+		{"a TrainJob's initializer reading a Secret", trainJob(func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.Initializer = &trainerv1alpha1.Initializer{Model: &trainerv1alpha1.ModelInitializer{SecretRef: &corev1.LocalObjectReference{Name: "hf-token"}}}
+		})(ns), "spec.initializer.model.secretRef"},
+		{"a TrainingRuntime mounting the node", func() client.Object {
+			rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "host"}}
+			rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node"}}
+			rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec = corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "x"}},
+				Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}}
+			return rt
+		}(), "spec.template.spec.replicatedJobs[0].template.spec.template.spec.volumes[0].hostPath"},
 		{"an InferenceService reading a Secret", isvc(func(i *servingv1alpha1.InferenceService) {
 			i.Spec.Storage = &servingv1alpha1.ModelStorage{SecretName: "prod-s3"}
 		})(ns), "spec.storage.secretName"},
