@@ -219,4 +219,3 @@ func runtimeGrants(spec *trainerv1alpha1.TrainingRuntimeSpec) []grant {
 	sortGrants(out)
 	return out
 }
-
