@@ -245,15 +245,23 @@ func StartWithJobSet() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.InstallJobSetCRD(); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// InstallJobSetCRD installs JobSet's CRD (hack/tools.sh copied it next to the binaries).
+func (e *Env) InstallJobSetCRD() error {
 	dir, err := toolFolder("crds", "jobset-*")
 	if err == nil {
 		_, err = envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true})
 	}
 	if err != nil {
-		_ = e.Stop()
-		return nil, fmt.Errorf("installing JobSet's CRD: %w", err)
+		return fmt.Errorf("installing JobSet's CRD: %w", err)
 	}
-	return e, nil
+	return nil
 }
 
 // RunWithJobSet is Run on StartWithJobSet's control plane.

@@ -8,6 +8,7 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/tracing"
@@ -57,27 +59,40 @@ type Reconciler struct {
 	// TrainJob says JobSet is missing, and kiln looks again every jobSetRecheck.
 	jobSets atomic.Bool
 	watch   func() error
+	// gang is kiln's gang scheduler (nil: none configured): TrainJobs whose runtime has a
+	// podGroupPolicy are gang-scheduled with it. groups holds what was written of each TrainJob's
+	// group (a gang.Synced), forgotten when the TrainJob is gone.
+	gang   gang.Backend
+	groups sync.Map
 }
+
+// gangRecheck is how often a TrainJob whose gang waits looks again when kiln does not watch the
+// group's kind (a podGroupPolicy's scheduler that is not kiln's own).
+const gangRecheck = 15 * time.Second
 
 // jobSetRecheck is how often kiln looks for the JobSet API while the cluster lacks it.
 const jobSetRecheck = 30 * time.Second
 
 // NewReconciler returns the TrainJob reconciler.
-func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock) *Reconciler {
-	return &Reconciler{client: c, clock: clk, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
+func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
+	return &Reconciler{client: c, clock: clk, gang: g, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
 		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: trainerv1alpha1.TrainJobKind}}
 }
 
 // SetupWithManager watches TrainJobs, their JobSets (once the cluster serves JobSets) and the
 // runtimes, whose arrival starts the TrainJobs that wait for them.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
-	c, err := ctrl.ControllerManagedBy(mgr).
+	b := ctrl.ControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&trainerv1alpha1.TrainJob{}).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.TrainingRuntimeKind))).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.ClusterTrainingRuntimeKind))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
-		Build(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})
+	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang) {
+		// The gang's group: its state is why the pods wait.
+		b = b.Watches(r.gang.NewObject(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &trainerv1alpha1.TrainJob{}, handler.OnlyControllerOwner()))
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
@@ -138,6 +153,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() { end(err) }()
 	job := &trainerv1alpha1.TrainJob{}
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
+		if apierrors.IsNotFound(err) {
+			r.groups.Delete(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	// 1. Another controller's (MultiKueue sends it to a worker cluster): not kiln's to run.
@@ -158,9 +176,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, err
 		}
 	}
-	// 3. The JobSet as it should be, made or brought in line.
-	if o.jobSetServed && !finished(job) {
+	// 3. The JobSet as it should be, made or brought in line, after its gang's group; a finished
+	// TrainJob's group goes.
+	switch {
+	case o.jobSetServed && !finished(job):
 		if err := r.sync(ctx, job, &o); err != nil {
+			return reconcile.Result{}, err
+		}
+		if o.waiting != "" {
+			res.RequeueAfter = minPositive(res.RequeueAfter, gangRecheck)
+		}
+	case finished(job):
+		if err := r.removeGroup(ctx, job); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -192,6 +219,18 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		o.problem = p
 		return nil
 	}
+	if b := gangBackend(r.gang, rt); b != nil {
+		g := groupOf(job, rt, desired)
+		decorate(b, g.Name, desired)
+		st, err := r.syncGroup(ctx, job, b, groupObject(b, job, g))
+		if err != nil && st.Waiting == "" {
+			return err
+		}
+		o.waiting = st.Waiting
+		if !st.CreatePods {
+			desired.Spec.Suspend = ptr.To(true) // its pods wait for the group
+		}
+	}
 	if o.jobSet == nil {
 		created := &jobsetv1alpha2.JobSet{}
 		o.problem, err = r.ensure(ctx, job, desired, created)
@@ -201,6 +240,24 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		return err
 	}
 	return r.update(ctx, job, o.jobSet, desired)
+}
+
+// removeGroup deletes a finished TrainJob's group (its runtime says which scheduler's).
+func (r *Reconciler) removeGroup(ctx context.Context, job *trainerv1alpha1.TrainJob) error {
+	rt, p, err := Runtime(ctx, r.client, job)
+	if err != nil || p.Reason != "" {
+		return err
+	}
+	b := gangBackend(r.gang, rt)
+	if b == nil {
+		return nil
+	}
+	desired, p := DesiredJobSet(job, rt)
+	if p.Reason != "" {
+		return nil
+	}
+	_, err = r.syncGroup(ctx, job, b, groupObject(b, job, groupOf(job, rt, desired)))
+	return err
 }
 
 // readJobSet is the TrainJob's JobSet from the cache, nil when there is none or it is someone

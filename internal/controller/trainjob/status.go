@@ -26,6 +26,8 @@ type observed struct {
 	problem Problem
 	// deadlinePassed: the run outlived spec.activeDeadlineSeconds.
 	deadlinePassed bool
+	// waiting is why the gang's pods wait to be placed together ("" when they do not).
+	waiting string
 }
 
 func finished(job *trainerv1alpha1.TrainJob) bool {
@@ -97,12 +99,15 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 		set(trainerv1alpha1.TrainJobComplete, true, doneReason, doneMsg)
 	}
 	running, reason, msg := runningNow(js, suspended)
+	if !running && o.waiting != "" && !suspended {
+		reason, msg = "WaitingForGang", o.waiting
+	}
 	switch {
 	case failed || complete:
 		if meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil {
 			set(trainerv1alpha1.TrainJobRunning, false, "Finished", "the run finished")
 		}
-	case running || meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil:
+	case running || o.waiting != "" || meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil:
 		set(trainerv1alpha1.TrainJobRunning, running, reason, msg)
 	}
 	return st

@@ -15,14 +15,17 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -42,6 +45,9 @@ func TestMain(m *testing.M) {
 		}}); err != nil {
 			return nil, err
 		}
+		if err := e.InstallJobSetCRD(); err != nil {
+			return nil, err
+		}
 		var stops []func()
 		stopAll := func() {
 			for _, s := range stops {
@@ -51,7 +57,7 @@ func TestMain(m *testing.M) {
 		for _, c := range []struct {
 			kinds []string
 			gang  string
-		}{{[]string{"tfjob", "pyjob"}, ""}, {[]string{"xgboostjob"}, "volcano"}, {[]string{"jaxjob"}, "coscheduler"}} {
+		}{{[]string{"tfjob", "pyjob"}, ""}, {[]string{"xgboostjob"}, "volcano"}, {[]string{"jaxjob", "trainjob"}, "coscheduler"}} {
 			o := testenv.ManagerOptions()
 			o.Kinds, o.GangSchedulerName = c.kinds, c.gang
 			stop, err := e.StartManager(o)
@@ -391,4 +397,59 @@ func TestJobsOfTwoKindsWithOneNameHaveAGroupEach(t *testing.T) {
 		return nil
 	})
 	testenv.Consistently(t, func() error { _, err := groupOf(py); return err })
+}
+
+// A TrainJob whose runtime asks for a gang (podGroupPolicy) gets a group of every pod of its
+// JobSet from kiln's gang scheduler, and its pods join it; while the group waits, the TrainJob
+// says why.
+func TestTrainJobGetsItsGangFromPodGroupPolicy(t *testing.T) {
+	ns := env.Namespace(t)
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gang-torch"}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](3), MLPolicySource: trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}}
+	rt.Spec.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{PodGroupPolicySource: trainerv1alpha1.PodGroupPolicySource{
+		Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](90)}}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
+	rj.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.0",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	job := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gangjob"},
+		Spec: trainerv1alpha1.TrainJobSpec{RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "gang-torch", Kind: ptr.To("TrainingRuntime")}}}
+	for _, o := range []client.Object{rt, job} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pg *unstructured.Unstructured
+	testenv.Eventually(t, func() (err error) {
+		pg, err = unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "gangjob-trainjob")
+		return err
+	})
+	spec, _, _ := unstructured.NestedMap(pg.Object, "spec")
+	cpu, _, _ := unstructured.NestedString(pg.Object, "spec", "minResources", "cpu")
+	if spec["minMember"] != int64(3) || spec["scheduleTimeoutSeconds"] != int64(90) || cpu != "6" {
+		t.Errorf("PodGroup spec %v: want minMember 3, scheduleTimeoutSeconds 90, 6 CPUs", spec)
+	}
+	js := &jobsetv1alpha2.JobSet{}
+	env.Await(t, ns, "gangjob", js)
+	pod := js.Spec.ReplicatedJobs[0].Template.Spec.Template
+	if pod.Spec.SchedulerName != "coscheduler" || pod.Labels["scheduling.x-k8s.io/pod-group"] != "gangjob-trainjob" {
+		t.Errorf("JobSet pods: scheduler %q, labels %v", pod.Spec.SchedulerName, pod.Labels)
+	}
+	if err := unstructured.SetNestedField(pg.Object, "Scheduling", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Status().Update(context.Background(), pg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Running"); c == nil || c.Reason != "WaitingForGang" || !strings.Contains(c.Message, "waiting for 3 pods to be schedulable together") {
+			return fmt.Errorf("Running %+v, want the gang's wait", c)
+		}
+		return nil
+	})
 }
