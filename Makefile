@@ -4,9 +4,10 @@
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 GO ?= go
-TOOLS = $(shell bash hack/tools.sh cluster)
 ENVTEST_TOOLS = $(shell bash hack/tools.sh envtest)
 E2E_TOOLS = $(shell bash hack/tools.sh cluster addons)
+# make bench builds Kubeflow Trainer's controller only when a run compares TrainJobs with it.
+BENCH_TOOLS = $(shell bash hack/tools.sh $(if $(findstring trainer,$(MODES)),bench,cluster))
 # The version stamped into bin/kiln and the release: see hack/version.sh (KILN_VERSION overrides).
 VERSION ?= $(shell bash hack/version.sh)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -67,4 +68,4 @@ release: ## dist/install.yaml and the Helm chart dist/kiln-<version>.tgz, kiln's
 	$(GO) run ./hack/release -version $(VERSION) -out dist
 
 bench: build ## Benchmark kiln against the apiserver's floor; J, W, D, FOREIGN, PYTORCH, MODES, ROUNDS, PROFILE, OUT tune it.
-	@KILN_TOOLS_DIR=$(TOOLS) $(GO) run ./test/bench
+	@KILN_TOOLS_DIR=$(BENCH_TOOLS) $(GO) run ./test/bench

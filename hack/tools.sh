@@ -2,7 +2,7 @@
 # Builds the pinned control-plane and code-generation binaries from the Go module proxy into a
 # cache outside the work tree, keyed by the pinned go.sum files, and prints that folder.
 #
-#   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | addons | all   (default: cluster)
+#   bash hack/tools.sh [SET...]    SET: generate | envtest | cluster | addons | bench | all   (default: cluster)
 #
 #   generate  controller-gen                                  (make generate, make verify)
 #   envtest   etcd, kube-apiserver, the Gateway API, KEDA and JobSet CRDs  (integration suites)
@@ -11,7 +11,8 @@
 #   addons    scheduler-plugins' scheduler and controller, Kueue, with their CRDs; KEDA's
 #             operator and a stand-in for its HTTP add-on's scaler (hack/tools/keda/httpscaler)
 #                                                             (the e2e suite of test/e2e/addons)
-#   all       every set                                       (make test)
+#   bench     cluster's, and Kubeflow Trainer's controller     (make bench: TrainJobs beside Trainer)
+#   all       every set but bench                              (make test)
 #
 # Only what a set needs and the cache lacks is built. A fresh clone on a machine that built them
 # once reuses them; the first build on a new machine takes long (see first_run_note), so it
@@ -54,7 +55,7 @@ declare -A cold=(
 	[controller-gen]=75 [etcd]=50 [kube-apiserver]=895 [gateway-api-crds]=5 [kube-controller-manager]=230
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
 	[scheduler-plugins]=230 [kueue]=250 [keda-crds]=10 [keda]=420
-	[jobset-crds]=10 [jobset]=120 [trainer-runtimes]=10
+	[jobset-crds]=10 [jobset]=120 [trainer-runtimes]=10 [trainer]=350
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
@@ -63,6 +64,7 @@ declare -A set_pieces=(
 )
 set_pieces[addons]="scheduler-plugins kueue keda"
 set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
+set_pieces[bench]="${set_pieces[cluster]} trainer"
 
 present() { # present PIECE: is it in the cache already?
 	case "$1" in
@@ -73,6 +75,7 @@ present() { # present PIECE: is it in the cache already?
 	keda-crds) [ -f "$bin/crds/keda-$keda_version/keda.sh_scaledobjects.yaml" ] ;;
 	keda) [ -x "$bin/keda-$keda_version/keda-operator" ] && [ -x "$bin/keda-$keda_version/$httpscaler" ] ;;
 	trainer-runtimes) [ -f "$bin/trainer-$trainer_version/runtimes/torch_distributed.yaml" ] ;;
+	trainer) [ -x "$bin/trainer-$trainer_version/trainer-controller-manager" ] ;;
 	jobset-crds) [ -f "$bin/crds/jobset-$jobset_version/jobset.x-k8s.io_jobsets.yaml" ] ;;
 	jobset) [ -x "$bin/jobset-$jobset_version/jobset" ] && [ -f "$bin/jobset-$jobset_version/webhooks.yaml" ] ;;
 	*) [ -x "$bin/$1" ] ;;
@@ -161,6 +164,8 @@ make_piece() {
 		rm -rf "$dst/runtimes"
 		cp -r "$tr"/manifests/base/runtimes "$dst/runtimes"
 		chmod -R u+w "$dst/runtimes" ;;
+	trainer) # Kubeflow Trainer's controller: the benchmark's baseline for TrainJobs, never part of kiln
+		go_build "$here/trainer" "trainer-$trainer_version/trainer-controller-manager" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;
 	esac
 }
@@ -213,7 +218,7 @@ sets=("$@")
 declare -A wanted=()
 order=()
 for s in "${sets[@]}"; do
-	[ -n "${set_pieces[$s]:-}" ] || { echo "hack/tools.sh: unknown set '$s' (generate, envtest, cluster, addons, all)" >&2; exit 2; }
+	[ -n "${set_pieces[$s]:-}" ] || { echo "hack/tools.sh: unknown set '$s' (generate, envtest, cluster, addons, bench, all)" >&2; exit 2; }
 	for p in ${set_pieces[$s]}; do
 		[ -n "${wanted[$p]:-}" ] && continue
 		wanted[$p]=1

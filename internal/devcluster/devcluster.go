@@ -54,6 +54,7 @@ type Cluster struct {
 	Config     *rest.Config
 	Client     client.Client
 	opts       Options
+	jobSet     *Process // JobSet's controller, once StartJobSet ran
 }
 
 // DefaultWorkDir is where clusters live unless Options.WorkDir says otherwise.

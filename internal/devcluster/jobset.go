@@ -92,7 +92,16 @@ func (c *Cluster) StartJobSet(ctx context.Context, logDir string) (stop func(), 
 		proc.Stop()
 		return nil, err
 	}
+	c.jobSet = proc
 	return proc.Stop, nil
+}
+
+// JobSetPid is the process ID of the JobSet controller StartJobSet started (0: none).
+func (c *Cluster) JobSetPid() int {
+	if c.jobSet == nil {
+		return 0
+	}
+	return c.jobSet.Pid()
 }
 
 // toolDir is the one folder of dir that matches glob.

@@ -76,3 +76,6 @@ func logTail(path string) string {
 
 // Tail is the end of the process's log (its last 3,000 bytes).
 func (p *Process) Tail() string { return logTail(p.Log) }
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }

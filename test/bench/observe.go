@@ -23,6 +23,7 @@ type observer struct {
 	cancel context.CancelFunc
 	status bool // finish on the jobs' Succeeded conditions rather than on their pods
 	trace  string
+	jobOf  func(*corev1.Pod) string // the job a pod is of
 
 	mu        sync.Mutex
 	t0        time.Time
@@ -52,20 +53,40 @@ type jobTimes struct {
 // observe watches the workload; status makes it finish on the jobs' conditions, and every status
 // change of the job named trace is printed.
 func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status bool, trace string) (*observer, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme(), DefaultNamespaces: map[string]cache.Config{benchNamespace: {}},
-		DefaultTransform: cache.TransformStripManagedFields()})
-	if err != nil {
-		return nil, err
+	expected := map[string]int{}
+	for _, j := range jobs {
+		expected[j.GetName()] = int(framework.TotalReplicas(j.GetReplicaSpecs()))
 	}
+	o := newObserver(expected, status, trace, func(p *corev1.Pod) string { return p.Labels[kubeflowv1.LabelJobName] })
+	var kinds []client.Object
+	if status {
+		kinds = []client.Object{&kubeflowv1.TFJob{}, &kubeflowv1.PyTorchJob{}}
+	}
+	return o, o.watch(ctx, cfg, kinds, o.job)
+}
+
+// newObserver observes jobs of the expected pod counts, jobOf naming a pod's job.
+func newObserver(expected map[string]int, status bool, trace string, jobOf func(*corev1.Pod) string) *observer {
 	o := &observer{
-		cache: c, status: status, trace: trace, expected: map[string]int{}, createdAt: map[string]time.Time{},
+		status: status, trace: trace, expected: expected, jobOf: jobOf, createdAt: map[string]time.Time{},
 		seen: map[string]bool{}, ran: map[string]bool{}, finished: map[string]bool{}, perJob: map[string]*jobTimes{},
 		done: make(chan struct{}),
 	}
-	for _, j := range jobs {
-		o.expected[j.GetName()] = int(framework.TotalReplicas(j.GetReplicaSpecs()))
-		o.perJob[j.GetName()] = &jobTimes{}
+	for name := range expected {
+		o.perJob[name] = &jobTimes{}
 	}
+	return o
+}
+
+// watch starts the watches of the benchmark namespace's pods and of the jobs of kinds, whose
+// changes go to onJob.
+func (o *observer) watch(ctx context.Context, cfg *rest.Config, kinds []client.Object, onJob func(any)) error {
+	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme(), DefaultNamespaces: map[string]cache.Config{benchNamespace: {}},
+		DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return err
+	}
+	o.cache = c
 	ctx, o.cancel = context.WithCancel(ctx)
 	handler := func(f func(obj any)) toolscache.ResourceEventHandler {
 		return toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { f(obj) }, UpdateFunc: func(_, obj any) { f(obj) }}
@@ -75,23 +96,23 @@ func observe(ctx context.Context, cfg *rest.Config, jobs []framework.Job, status
 		on  func(any)
 	}
 	watch := []watched{{&corev1.Pod{}, o.pod}}
-	if status {
-		watch = append(watch, watched{&kubeflowv1.TFJob{}, o.job}, watched{&kubeflowv1.PyTorchJob{}, o.job})
+	for _, k := range kinds {
+		watch = append(watch, watched{k, onJob})
 	}
 	for _, w := range watch {
 		inf, err := c.GetInformer(ctx, w.obj)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := inf.AddEventHandler(handler(w.on)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the benchmark's watches did not sync")
+		return fmt.Errorf("the benchmark's watches did not sync")
 	}
-	return o, nil
+	return nil
 }
 
 func (o *observer) stop() { o.cancel() }
@@ -144,7 +165,7 @@ func (o *observer) pod(obj any) {
 	if !ok {
 		return
 	}
-	job := pod.Labels[kubeflowv1.LabelJobName]
+	job := o.jobOf(pod)
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -181,14 +202,12 @@ func (o *observer) job(obj any) {
 	if !ok {
 		return
 	}
-	now := time.Now()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	jt := o.perJob[job.GetName()]
-	if jt == nil {
-		return
+	var running, succeeded bool
+	for _, c := range job.GetJobStatus().Conditions {
+		running = running || (c.Type == kubeflowv1.JobRunning && c.Status == corev1.ConditionTrue)
+		succeeded = succeeded || (c.Type == kubeflowv1.JobSucceeded && c.Status == corev1.ConditionTrue)
 	}
-	if o.trace == job.GetName() && job.GetResourceVersion() != jt.version {
+	o.jobChanged(job, running, succeeded, func() string {
 		st := job.GetJobStatus()
 		var conds []string
 		for _, c := range st.Conditions {
@@ -198,7 +217,22 @@ func (o *observer) job(obj any) {
 		for k, v := range st.ReplicaStatuses {
 			rs[string(k)] = fmt.Sprintf("%d/%d/%d", v.Active, v.Succeeded, v.Failed)
 		}
-		fmt.Printf("   trace %s %.2fs: %v %v\n", job.GetName(), o.since(now), conds, rs)
+		return fmt.Sprintf("%v %v", conds, rs)
+	})
+}
+
+// jobChanged counts a change of a job (whether it runs, whether it succeeded, and its status
+// as a trace prints it).
+func (o *observer) jobChanged(job client.Object, running, succeeded bool, trace func() string) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jt := o.perJob[job.GetName()]
+	if jt == nil {
+		return
+	}
+	if o.trace == job.GetName() && job.GetResourceVersion() != jt.version {
+		fmt.Printf("   trace %s %.2fs: %s\n", job.GetName(), o.since(now), trace())
 	}
 	changed := jt.version != "" && job.GetResourceVersion() != jt.version
 	jt.version = job.GetResourceVersion()
@@ -207,26 +241,17 @@ func (o *observer) job(obj any) {
 			jt.firstWriteAt = now
 		}
 	}
-	succeeded := false
-	for _, c := range job.GetJobStatus().Conditions {
-		succeeded = succeeded || (c.Type == kubeflowv1.JobSucceeded && c.Status == corev1.ConditionTrue)
-	}
 	if changed && !jt.statusRunAt.IsZero() && !succeeded {
 		jt.writesWhileRunning++
 	}
-	for _, c := range job.GetJobStatus().Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
+	if running && jt.statusRunAt.IsZero() {
+		jt.statusRunAt = now
+		if o.counts.statusRunning++; o.counts.statusRunning == len(o.expected) {
+			o.marks.statusRunning = now
 		}
-		switch {
-		case c.Type == kubeflowv1.JobRunning && jt.statusRunAt.IsZero():
-			jt.statusRunAt = now
-			if o.counts.statusRunning++; o.counts.statusRunning == len(o.expected) {
-				o.marks.statusRunning = now
-			}
-		case c.Type == kubeflowv1.JobSucceeded && jt.succeededAt.IsZero():
-			o.succeeded(jt, now)
-		}
+	}
+	if succeeded && jt.succeededAt.IsZero() {
+		o.succeeded(jt, now)
 	}
 }
 

@@ -37,10 +37,10 @@ func machine() string {
 func splitModes(s string) []string {
 	var out []string
 	for _, m := range strings.Split(s, ",") {
-		if m = strings.TrimSpace(m); m == "floor" || m == "same" || m == "kiln" {
+		if m = strings.TrimSpace(m); m == "floor" || m == "same" || m == "kiln" || isTrainJobMode(m) {
 			out = append(out, m)
 		} else if m != "" {
-			fail(fmt.Errorf("-modes: unknown run %q: use floor, same and/or kiln", m))
+			fail(fmt.Errorf("-modes: unknown run %q: use floor, same and/or kiln; or trainjob and/or trainer (TrainJobs by kiln, by Kubeflow Trainer)", m))
 		}
 	}
 	return out
@@ -94,6 +94,9 @@ func (r *Report) write(dir string) error {
 
 // markdown is the report's table: kiln next to the floor, and their ratio.
 func (r *Report) markdown() string {
+	if r.run(modeTrainJob) != nil || r.run(modeTrainer) != nil {
+		return r.trainJobMarkdown()
+	}
 	base, baseName := r.baseline()
 	floor, kiln := r.run(base), r.run("kiln")
 	p := r.Params

@@ -70,7 +70,9 @@ type Result struct {
 	// part of APIServerSeconds.
 	WebhookSeconds map[string]float64 `json:"webhookSeconds,omitempty"`
 	Manager        *ManagerStats      `json:"manager,omitempty"`
-	Timeline       []Point            `json:"timeline"`
+	// Operator is what the operator and JobSet cost in a TrainJob run (trainjob, trainer).
+	Operator *OperatorStats `json:"operator,omitempty"`
+	Timeline []Point        `json:"timeline"`
 }
 
 // Percentiles of a distribution, in seconds.

@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package tools pins Kubeflow Trainer v2's release whose runtime manifests kiln's tests apply
-// unchanged (Trainer's own controller is never part of kiln).
+// Package tools pins Kubeflow Trainer v2's release: its runtime manifests, which kiln's tests
+// apply unchanged, and its controller, which only the benchmark runs, beside kiln, to compare
+// them (it is never part of kiln).
 package tools
 
-import _ "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+import _ "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"

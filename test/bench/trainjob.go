@@ -1,0 +1,387 @@
+package main
+
+// TrainJobs beside Kubeflow Trainer: the same J TrainJobs of numNodes W on the torch-distributed
+// runtime, on the same kind of cluster with the real JobSet controller, run once by kiln and
+// once by Kubeflow Trainer v2.3's own controller (built by hack/tools.sh bench, never part of
+// kiln). Neither runs admission webhooks. Timed from a watch on the pods and the TrainJobs:
+// every pod exists, every TrainJob's pods run, every TrainJob Complete; the operators' CPU and
+// peak memory are read from /proc.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// The TrainJob modes: kiln and Kubeflow Trainer, each with JobSet.
+const (
+	modeTrainJob = "trainjob"
+	modeTrainer  = "trainer"
+)
+
+func isTrainJobMode(mode string) bool { return mode == modeTrainJob || mode == modeTrainer }
+
+// OperatorStats is what the operator (kiln or Trainer) and JobSet's controller cost during a
+// TrainJob run: CPU seconds from the first TrainJob created to the end, and peak memory.
+type OperatorStats struct {
+	CPUSeconds       float64 `json:"cpuSeconds"`
+	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+	JobSetCPUSeconds float64 `json:"jobSetCPUSeconds"`
+	JobSetPeakRSSMiB float64 `json:"jobSetPeakRSSMiB"`
+}
+
+// trainJobs is the workload: J TrainJobs of W nodes each on torch-distributed, every pod running
+// D (config/dev/stages.yaml, through a runtime patch) and succeeding.
+func trainJobs(p Params) []*trainerv1alpha1.TrainJob {
+	out := make([]*trainerv1alpha1.TrainJob, p.Jobs)
+	for i := range out {
+		out[i] = &trainerv1alpha1.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("train-%05d", i)},
+			Spec: trainerv1alpha1.TrainJobSpec{
+				RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "torch-distributed"},
+				Trainer:    &trainerv1alpha1.Trainer{NumNodes: ptr.To(int32(p.Workers)), Command: []string{"torchrun", "train.py"}},
+				RuntimePatches: []trainerv1alpha1.RuntimePatch{{Manager: "kiln.dev/bench", TrainingRuntimeSpec: &trainerv1alpha1.TrainingRuntimeSpecPatch{
+					Template: &trainerv1alpha1.JobSetTemplatePatch{Spec: &trainerv1alpha1.JobSetSpecPatch{ReplicatedJobs: []trainerv1alpha1.ReplicatedJobPatch{{
+						Name: "node", Template: &trainerv1alpha1.JobTemplatePatch{Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{
+							Metadata: &metav1.ObjectMeta{Annotations: map[string]string{"kiln.dev/simulate-duration": p.Duration.String()}}}}}}}}}}}},
+			},
+		}
+	}
+	return out
+}
+
+// runTrainJobs makes one TrainJob run of mode on a cluster of its own.
+func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
+	logs, err := os.Create(filepath.Join(dir, mode+"-cluster.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+	jobs := trainJobs(p)
+	pods := p.Jobs * p.Workers
+	nodes := pods/podsPerNode + 2
+	if p.Nodes > 0 {
+		nodes = p.Nodes
+	}
+	start := time.Now()
+	clusters++
+	cluster, err := devcluster.Create(ctx, devcluster.Options{
+		Name: fmt.Sprintf("kiln-bench-%d-%s-%d", os.Getpid(), mode, clusters), ToolsDir: tools, Log: logs,
+		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
+		Nodes:  nodes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := cluster.Delete(); err != nil {
+			fmt.Fprintln(os.Stderr, "deleting the benchmark cluster:", err)
+		}
+	}()
+	fmt.Printf("   cluster with %d nodes ready in %s\n", nodes, time.Since(start).Round(100*time.Millisecond))
+	// The same API for both: kiln's CRDs (Trainer's API among them), the PodGroup CRDs Trainer's
+	// gang plugins watch, JobSet, and the default runtimes.
+	for _, crds := range []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"), filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds")} {
+		if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
+			return nil, err
+		}
+	}
+	stopJobSet, jobSetPid, err := startJobSet(ctx, cluster, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stopJobSet()
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+		return nil, err
+	}
+	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "runtimes"))
+	if err != nil {
+		return nil, err
+	}
+	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
+		return nil, err
+	}
+	var pid int
+	var stop func()
+	if mode == modeTrainJob {
+		mgr, err := startManager(ctx, cluster, tools, dir, false, p.ManagerEnv)
+		if err != nil {
+			return nil, err
+		}
+		pid, stop = mgr.cmd.Process.Pid, mgr.stop
+	} else if pid, stop, err = startTrainer(ctx, cluster, tools, dir); err != nil {
+		return nil, err
+	}
+	defer stop()
+	obs, err := observeTrainJobs(ctx, cluster.Config, jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer obs.stop()
+	kube, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		return nil, err
+	}
+	before, err := apiserverLoad(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore, jobSetBefore := must(cpuSeconds(pid)), must(cpuSeconds(jobSetPid))
+	componentsBefore := componentCPU(cluster)
+
+	obs.start()
+	err = parallel(ctx, len(jobs), p.Parallelism, func(ctx context.Context, i int) error {
+		obs.created(jobs[i].Name)
+		if err := c.Create(ctx, jobs[i].DeepCopy()); err != nil {
+			return fmt.Errorf("creating TrainJob %s: %w", jobs[i].Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	timeout := 10*time.Minute + p.Duration*2 + time.Duration(pods)*100*time.Millisecond
+	waitErr := obs.wait(ctx, timeout)
+	if waitErr != nil {
+		fmt.Println("  ", waitErr, "- reporting what was measured")
+	}
+	res := obs.result(mode)
+	res.Incomplete, res.Nodes = waitErr != nil, nodes
+	res.ComponentCPU = map[string]float64{}
+	for name, after := range componentCPU(cluster) {
+		res.ComponentCPU[name] = after - componentsBefore[name]
+	}
+	after, err := apiserverLoad(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	res.APIServerRequests, res.APIServerSeconds = diff(after.requests, before.requests), diff(after.seconds, before.seconds)
+	res.Operator = &OperatorStats{
+		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
+		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
+	}
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
+		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB, res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB)
+	return res, nil
+}
+
+// must is v, or 0 when reading /proc failed (the process is gone: it is reported as such).
+func must(v float64, err error) float64 {
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// startJobSet runs JobSet's controller beside the cluster, with a client rate as high as the
+// operators'.
+func startJobSet(ctx context.Context, cluster *devcluster.Cluster, dir string) (func(), int, error) {
+	stop, err := cluster.StartJobSet(ctx, dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	return stop, cluster.JobSetPid(), nil
+}
+
+// trainerConfig is Trainer's controller as a bench runs it: no certificate management, webhooks
+// or leader election (nothing registers its webhooks; kiln runs without its own too), its client
+// unthrottled as kiln's is.
+const trainerConfig = `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+health:
+  healthProbeBindAddress: %s
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: %d
+leaderElection:
+  leaderElect: false
+certManagement:
+  enable: false
+clientConnection:
+  qps: 100000
+  burst: 100000
+`
+
+// startTrainer runs Kubeflow Trainer's controller (hack/tools.sh bench built it) until stop.
+func startTrainer(ctx context.Context, cluster *devcluster.Cluster, tools, dir string) (int, func(), error) {
+	bins, _ := filepath.Glob(filepath.Join(tools, "trainer-*", "trainer-controller-manager"))
+	if len(bins) == 0 {
+		return 0, nil, fmt.Errorf("no Kubeflow Trainer controller in %s: run `bash hack/tools.sh bench` (make bench with MODES naming trainer does)", tools)
+	}
+	probe, err := devcluster.FreeAddr()
+	if err != nil {
+		return 0, nil, err
+	}
+	webhook, err := devcluster.FreeAddr()
+	if err != nil {
+		return 0, nil, err
+	}
+	_, portText, _ := strings.Cut(webhook, ":")
+	port, _ := strconv.Atoi(portText)
+	// Its webhook server reads a certificate from $TMPDIR/k8s-webhook-server/serving-certs.
+	tmp := filepath.Join(dir, "trainer-tmp")
+	certs := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return 0, nil, err
+	}
+	files, err := devcluster.ServingCert("trainer", "trainer-controller-manager.kubeflow-system.svc")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(certs, name), files[name], 0o600); err != nil {
+			return 0, nil, err
+		}
+	}
+	config := filepath.Join(dir, "trainer.yaml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, trainerConfig, probe, port), 0o600); err != nil {
+		return 0, nil, err
+	}
+	logs, err := os.Create(filepath.Join(dir, "trainer.log"))
+	if err != nil {
+		return 0, nil, err
+	}
+	cmd := exec.Command(bins[0], "--config", config, "--kubeconfig", cluster.Kubeconfig)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logs.Close()
+		return 0, nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logs.Close() }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if resp, err := http.Get("http://" + probe + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd.Process.Pid, stop, nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return 0, nil, fmt.Errorf("Kubeflow Trainer's controller exited: %v (see %s)", err, logs.Name())
+		case <-ctx.Done():
+			stop()
+			return 0, nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return 0, nil, fmt.Errorf("Kubeflow Trainer's controller not ready after 2 minutes (see %s)", logs.Name())
+		}
+	}
+}
+
+// peakRSSMiB is a process's peak resident memory (VmHWM), from /proc.
+func peakRSSMiB(pid int) (float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kib, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kib / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// observeTrainJobs is the observer of a TrainJob run: pods are the TrainJob's by their JobSet's
+// name, and a TrainJob is done at its Complete condition.
+func observeTrainJobs(ctx context.Context, cfg *rest.Config, jobs []*trainerv1alpha1.TrainJob) (*observer, error) {
+	expected := map[string]int{}
+	for _, j := range jobs {
+		expected[j.Name] = int(ptr.Deref(j.Spec.Trainer.NumNodes, 1))
+	}
+	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels["jobset.sigs.k8s.io/jobset-name"] })
+	return o, o.watch(ctx, cfg, []client.Object{&trainerv1alpha1.TrainJob{}}, func(obj any) {
+		if j, ok := obj.(*trainerv1alpha1.TrainJob); ok {
+			o.jobChanged(j, meta.IsStatusConditionTrue(j.Status.Conditions, trainerv1alpha1.TrainJobRunning),
+				meta.IsStatusConditionTrue(j.Status.Conditions, trainerv1alpha1.TrainJobComplete),
+				func() string { return fmt.Sprintf("%v", j.Status.Conditions) })
+		}
+	})
+}
+
+// trainJobMarkdown is the TrainJob table: kiln next to Kubeflow Trainer, and their ratio.
+func (r *Report) trainJobMarkdown() string {
+	kiln, trainer := r.run(modeTrainJob), r.run(modeTrainer)
+	p := r.Params
+	var b strings.Builder
+	fmt.Fprintf(&b, "J=%d TrainJobs of numNodes %d on torch-distributed (%d pods), pods run %s, each run on a fresh cluster with JobSet v0.12's controller, no admission webhooks; %s; %s\n\n",
+		p.Jobs, p.Workers, p.Jobs*p.Workers, p.Duration, r.Machine, r.Date.Format("2006-01-02"))
+	for _, res := range r.Runs {
+		if res.Incomplete {
+			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
+		}
+	}
+	b.WriteString("| | Kubeflow Trainer v2.3 + JobSet | kiln + JobSet | kiln / Trainer |\n|---|---|---|---|\n")
+	row := func(name, unit string, get func(*Result) float64) {
+		cells := []string{name, "–", "–", "–"}
+		if trainer != nil {
+			cells[1] = fmt.Sprintf("%.1f %s", get(trainer), unit)
+		}
+		if kiln != nil {
+			cells[2] = fmt.Sprintf("%.1f %s", get(kiln), unit)
+		}
+		if trainer != nil && kiln != nil && get(trainer) > 0 {
+			cells[3] = fmt.Sprintf("%.2f×", get(kiln)/get(trainer))
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	op := func(get func(*OperatorStats) float64) func(*Result) float64 {
+		return func(r *Result) float64 {
+			if r.Operator == nil {
+				return 0
+			}
+			return get(r.Operator)
+		}
+	}
+	row("every pod exists", "s", func(r *Result) float64 { return r.PodsExist })
+	row("every TrainJob's pods run", "s", func(r *Result) float64 { return r.AllRunning })
+	row("every TrainJob Complete", "s", func(r *Result) float64 { return r.AllSucceeded })
+	row("operator CPU (kiln, or Trainer's controller)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds }))
+	row("operator peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB }))
+	row("JobSet controller CPU", "s", op(func(o *OperatorStats) float64 { return o.JobSetCPUSeconds }))
+	row("JobSet controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.JobSetPeakRSSMiB }))
+	row("kube-apiserver CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-apiserver"] })
+	return b.String()
+}
