@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
@@ -93,6 +94,24 @@ func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		in[i] = slim
 	}
 	return in
+}
+
+// keepJobSetSummary is what kiln reads of a cached JobSet (a TrainJob's): its metadata, its
+// suspension, its replicated jobs' names and counts, and its status; the pod templates, the
+// bulk of it, are dropped. kiln never writes a JobSet from what it read but a merge patch of its
+// suspension (the rest it applies from what it built).
+func keepJobSetSummary(obj any) (any, error) {
+	js, ok := obj.(*jobsetv1alpha2.JobSet)
+	if !ok {
+		return obj, nil
+	}
+	js.ManagedFields = nil
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		rj.Template = batchv1.JobTemplateSpec{}
+		rj.DependsOn = nil
+	}
+	return js, nil
 }
 
 // keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
@@ -211,6 +230,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta, UnsafeDisableDeepCopy: &readOnly},
 			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob, &networkingv1.NetworkPolicy{}: ofPyJob,
 			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
+			&jobsetv1alpha2.JobSet{}: {Transform: keepJobSetSummary},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
@@ -183,5 +186,24 @@ func innermost(rt http.RoundTripper) http.RoundTripper {
 			return rt
 		}
 		rt = w.WrappedRoundTripper()
+	}
+}
+
+func TestCachedJobSetsKeepWhatTheTrainJobControllerReads(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "mnist", Annotations: map[string]string{"trainer.kiln.dev/jobset-spec-hash": "abc"},
+			OwnerReferences: []metav1.OwnerReference{{Name: "mnist", Controller: ptr.To(true)}}},
+		Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true), ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}},
+		Status: jobsetv1alpha2.JobSetStatus{ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Ready: 1}}},
+	}
+	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch"}}
+	want := js.DeepCopy()
+	want.Spec.ReplicatedJobs[0].Template = batchv1.JobTemplateSpec{}
+	got, err := keepJobSetSummary(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cached JobSet (-want +got):\n%s", diff)
 	}
 }
