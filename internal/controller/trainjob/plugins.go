@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
@@ -23,6 +24,11 @@ type framework interface {
 	reserved() []string
 }
 
+// withObjects is a framework that needs objects beside the JobSet (MPI's hostfile and keys).
+type withObjects interface {
+	objects(job *trainerv1alpha1.TrainJob, spec *jobsetv1alpha2.JobSetSpec) ([]client.Object, error)
+}
+
 // frameworkOf is the runtime's framework; one kiln does not run fails the TrainJob.
 func frameworkOf(rt *trainerv1alpha1.TrainingRuntimeSpec) (framework, Problem) {
 	p := rt.MLPolicy
@@ -36,7 +42,7 @@ func frameworkOf(rt *trainerv1alpha1.TrainingRuntimeSpec) (framework, Problem) {
 	case p.XGBoost != nil:
 		return xgboost{}, Problem{}
 	case p.MPI != nil:
-		return nil, Problem{reasonNotSupported, "the runtime's mlPolicy.mpi is not run by kiln yet: use an MPIJob (kubeflow.org/v2beta1), or a torch, jax or xgboost runtime"}
+		return mpiRuntime{policy: p.MPI}, Problem{}
 	case p.Flux != nil:
 		return nil, Problem{reasonNotSupported, "the runtime's mlPolicy.flux is not run by kiln: use a torch, jax or xgboost runtime"}
 	}

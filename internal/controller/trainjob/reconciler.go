@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
@@ -232,6 +233,10 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		}
 	}
 	if o.jobSet == nil {
+		// What the JobSet's pods mount comes first (an MPI runtime's hostfile and keys).
+		if o.problem, err = r.ensureObjects(ctx, job, rt, desired); err != nil || o.problem.Reason != "" {
+			return err
+		}
 		created := &jobsetv1alpha2.JobSet{}
 		o.problem, err = r.ensure(ctx, job, desired, created)
 		if o.problem.Reason == "" && err == nil {
@@ -240,6 +245,36 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		return err
 	}
 	return r.update(ctx, job, o.jobSet, desired)
+}
+
+// ensureObjects creates the objects the framework needs beside the JobSet. Keys are created
+// unread: kiln may create Secrets, not read them.
+func (r *Reconciler) ensureObjects(ctx context.Context, job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, js *jobsetv1alpha2.JobSet) (Problem, error) {
+	fw, _ := frameworkOf(rt)
+	w, ok := fw.(withObjects)
+	if !ok {
+		return Problem{}, nil
+	}
+	objs, err := w.objects(job, &js.Spec)
+	if err != nil {
+		return Problem{}, err
+	}
+	for _, obj := range objs {
+		if _, secret := obj.(*corev1.Secret); secret {
+			err = r.kit.CreateUnread(ctx, job, obj)
+			if err != nil && owned.Refused(err) {
+				return Problem{ReasonRefused, err.Error()}, nil
+			}
+			if err != nil {
+				return Problem{}, err
+			}
+			continue
+		}
+		if p, err := r.ensure(ctx, job, obj, obj.DeepCopyObject().(client.Object)); err != nil || p.Reason != "" {
+			return p, err
+		}
+	}
+	return Problem{}, nil
 }
 
 // removeGroup deletes a finished TrainJob's group (its runtime says which scheduler's).

@@ -180,27 +180,33 @@ func Kubexec(job *kubeflowv1.MPIJob) string {
 	return fmt.Sprintf("#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n%s/kubectl exec ${POD_NAME}%s -- /bin/sh -c \"$*\"\n", KubectlMountPath, container)
 }
 
-// sshAuthSecret is a new key pair for the job: an Ed25519 private key in OpenSSH's format and its
-// public key in authorized_keys format.
+// sshAuthSecret is a new key pair for the job (NewSSHKeyPair).
 func sshAuthSecret(job *kubeflowv1.MPIJob) (*corev1.Secret, error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	priv, pub, err := NewSSHKeyPair(job.Namespace + "/" + job.Name)
 	if err != nil {
-		return nil, fmt.Errorf("generating the SSH key pair: %w", err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, job.Namespace+"/"+job.Name)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the SSH private key: %w", err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the SSH public key: %w", err)
+		return nil, err
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: SSHSecretName(job)},
 		Type:       corev1.SecretTypeSSHAuth,
-		Data: map[string][]byte{
-			corev1.SSHAuthPrivateKey: pem.EncodeToMemory(block),
-			sshPublicKey:             ssh.MarshalAuthorizedKey(sshPub),
-		},
+		Data:       map[string][]byte{corev1.SSHAuthPrivateKey: priv, sshPublicKey: pub},
 	}, nil
+}
+
+// NewSSHKeyPair is a new key pair for the ranks of one MPI run: an Ed25519 private key in
+// OpenSSH's format (comment names the job) and its public key in authorized_keys format.
+func NewSSHKeyPair(comment string) (private, public []byte, _ error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating the SSH key pair: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the SSH private key: %w", err)
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the SSH public key: %w", err)
+	}
+	return pem.EncodeToMemory(block), ssh.MarshalAuthorizedKey(sshPub), nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,15 +16,18 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -32,8 +36,9 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// kueueConfig runs Kueue for batch Jobs (PyJob's), TFJobs, PyTorchJobs and MPIJobs (its MPIJob
-// integration speaks mpi-operator's kubeflow.org/v2beta1, served by kiln's conversion) with a queue-name label,
+// kueueConfig runs Kueue for batch Jobs (PyJob's), TFJobs, PyTorchJobs, MPIJobs (its MPIJob
+// integration speaks mpi-operator's kubeflow.org/v2beta1, served by kiln's conversion) and
+// TrainJobs (Kubeflow Trainer's API, served by kiln) with a queue-name label,
 // its webhooks on a local address with the certificate of kueueCertSecret.
 const kueueConfig = `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -57,11 +62,12 @@ integrations:
   - kubeflow.org/tfjob
   - kubeflow.org/pytorchjob
   - kubeflow.org/mpijob
+  - trainer.kubeflow.org/trainjob
 `
 
 // kueueWebhookPaths picks, of Kueue's webhooks, those for its own kinds and the integrations the
 // suite enables (the others would call Kueue for every Pod and Deployment of the cluster).
-var kueueWebhookPaths = []string{"-kueue-x-k8s-io-", "-batch-v1-job", "-kubeflow-org-v1-tfjob", "-kubeflow-org-v1-pytorchjob", "-kubeflow-org-v2beta1-mpijob"}
+var kueueWebhookPaths = []string{"-kueue-x-k8s-io-", "-batch-v1-job", "-kubeflow-org-v1-tfjob", "-kubeflow-org-v1-pytorchjob", "-kubeflow-org-v2beta1-mpijob", "-trainer-kubeflow-org-v1alpha1-trainjob"}
 
 // kueueConverted are the CRDs Kueue's own kustomization gives a conversion webhook
 // (config/components/crd/kustomization.yaml).
@@ -441,6 +447,58 @@ func TestKueueQueuesPyJobs(t *testing.T) {
 		t.Logf("PyJob %s: %s", j.Name, f.Status.Message)
 		return nil
 	})
+}
+
+// Kueue's trainer.kubeflow.org/trainjob integration queues TrainJobs kiln runs: it suspends them
+// and resumes the one it admits with its placement in a runtime patch, which reaches the JobSet.
+func TestKueueQueuesTrainJobs(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	queueFor(t, ns, 1)
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "torch"}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
+	rj.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	rj.Template.Spec.Template.Annotations = map[string]string{"kiln.dev/simulate-duration": "5s"}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.0"}}
+	oneCPU(&rj.Template.Spec.Template)
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	if err := cluster.Client.Create(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	var jobs [2]*trainerv1alpha1.TrainJob
+	for i, name := range []string{"one", "two"} {
+		jobs[i] = &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{kueue.QueueLabel: "queue"}},
+			Spec: trainerv1alpha1.TrainJobSpec{RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "torch", Kind: ptr.To("TrainingRuntime")}}}
+	}
+	fresh := func(j *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainJob, error) {
+		f := &trainerv1alpha1.TrainJob{}
+		return f, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), f)
+	}
+	queued(t, jobs, func(j *trainerv1alpha1.TrainJob) int {
+		return len(cluster.Pods(t, ns, map[string]string{"jobset.sigs.k8s.io/jobset-name": j.Name}))
+	}, func(j *trainerv1alpha1.TrainJob) (bool, error) {
+		f, err := fresh(j)
+		return err == nil && meta.IsStatusConditionTrue(f.Status.Conditions, trainerv1alpha1.TrainJobComplete), err
+	}, func(j *trainerv1alpha1.TrainJob) error {
+		f, err := fresh(j)
+		if err != nil {
+			return err
+		}
+		if !ptr.Deref(f.Spec.Suspend, false) || !meta.IsStatusConditionTrue(f.Status.Conditions, trainerv1alpha1.TrainJobSuspended) {
+			return fmt.Errorf("TrainJob %s: suspend %v, conditions %+v: want suspended by Kueue", j.Name, f.Spec.Suspend, f.Status.Conditions)
+		}
+		return nil
+	})
+	for _, j := range jobs {
+		f, err := fresh(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(f.Spec.RuntimePatches, func(p trainerv1alpha1.RuntimePatch) bool { return p.Manager == "kueue.x-k8s.io/manager" }) {
+			t.Errorf("TrainJob %s has no patch of Kueue's: %+v", j.Name, f.Spec.RuntimePatches)
+		}
+	}
 }
 
 func get(job framework.Job) (framework.Job, error) {

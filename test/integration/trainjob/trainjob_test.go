@@ -320,9 +320,58 @@ func TestDeadlineFailsTheRun(t *testing.T) {
 	})
 }
 
-func TestUnsupportedFrameworkFails(t *testing.T) {
+// Trainer's deepspeed-distributed runtime (MPI, its launcher a node too): the launcher and the
+// nodes, the hostfile of every node, the SSH keys mounted where the runtime says, Open MPI's
+// variables on the launcher.
+func TestMPITrainJobOnDeepSpeedRuntime(t *testing.T) {
 	installTrainerRuntimes(t)
 	ns := env.Namespace(t)
-	j := create(t, newTrainJob(ns, "mpi", "deepspeed-distributed", nil))
+	create(t, newTrainJob(ns, "ds", "deepspeed-distributed", func(s *trainerv1alpha1.TrainJobSpec) {
+		s.Trainer = &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](3), Command: []string{"deepspeed", "train.py"}}
+	}))
+	js := jobSet(t, ns, "ds")
+	node, launcher := replicatedJob(t, js, "node"), replicatedJob(t, js, "launcher")
+	if ptr.Deref(node.Template.Spec.Parallelism, 0) != 2 || ptr.Deref(launcher.Template.Spec.Parallelism, 0) != 1 {
+		t.Errorf("parallelism node %v launcher %v, want 2 and 1 (the launcher is the third node)", node.Template.Spec.Parallelism, launcher.Template.Spec.Parallelism)
+	}
+	lc := launcher.Template.Spec.Template.Spec.Containers[0]
+	got := envOf(lc)
+	if got["OMPI_MCA_orte_default_hostfile"] != "/etc/mpi/hostfile" || got["OMPI_MCA_orte_set_default_slots"] != "1" || strings.Join(lc.Command, " ") != "deepspeed train.py" {
+		t.Errorf("launcher env %v command %v", got, lc.Command)
+	}
+	mounts := map[string]string{}
+	for _, m := range lc.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	if mounts["mpi-ssh-auth"] != "/home/mpiuser/.ssh" || mounts["mpi-hostfile"] != "/etc/mpi" {
+		t.Errorf("launcher mounts %v", mounts)
+	}
+	if nm := node.Template.Spec.Template.Spec.Containers[0].VolumeMounts; len(nm) != 1 || nm[0].Name != "mpi-ssh-auth" {
+		t.Errorf("node mounts %v, want the SSH keys", nm)
+	}
+	hostfile := &corev1.ConfigMap{}
+	env.Await(t, ns, "ds-mpi-hostfile", hostfile)
+	if want := "ds-node-0-0.ds slots=1\nds-node-0-1.ds slots=1\nds-launcher-0-0.ds slots=1\n"; hostfile.Data["hostfile"] != want {
+		t.Errorf("hostfile %q, want %q", hostfile.Data["hostfile"], want)
+	}
+	keys := &corev1.Secret{}
+	env.Await(t, ns, "ds-mpi-ssh-auth", keys)
+	if keys.Type != corev1.SecretTypeSSHAuth || len(keys.Data["ssh-privatekey"]) == 0 || !strings.HasPrefix(string(keys.Data["ssh-publickey"]), "ssh-ed25519 ") {
+		t.Errorf("SSH Secret type %s, keys %v", keys.Type, keys.Data)
+	}
+}
+
+// A runtime of a framework kiln does not run (Flux) fails the TrainJob, as Trainer's unsupported
+// runtimes do.
+func TestUnsupportedFrameworkFails(t *testing.T) {
+	ns := env.Namespace(t)
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flux"}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{MLPolicySource: trainerv1alpha1.MLPolicySource{Flux: &trainerv1alpha1.FluxMLPolicySource{}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node"}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "flux"}}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	j := create(t, newTrainJob(ns, "hpc", "flux", func(s *trainerv1alpha1.TrainJobSpec) { s.RuntimeRef.Kind = ptr.To("TrainingRuntime") }))
 	waitStatus(t, j, conditionIs("Failed", metav1.ConditionTrue, "TrainingRuntimeNotSupported"))
 }
