@@ -193,7 +193,7 @@ func TestCachedJobSetsKeepWhatTheTrainJobControllerReads(t *testing.T) {
 	js := &jobsetv1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "mnist", Annotations: map[string]string{"trainer.kiln.dev/jobset-spec-hash": "abc"},
 			OwnerReferences: []metav1.OwnerReference{{Name: "mnist", Controller: ptr.To(true)}}},
-		Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true), ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}},
+		Spec:   jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true), ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}},
 		Status: jobsetv1alpha2.JobSetStatus{ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Ready: 1}}},
 	}
 	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch"}}

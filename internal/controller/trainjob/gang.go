@@ -89,4 +89,3 @@ func groupObject(b gang.Backend, job *trainerv1alpha1.TrainJob, g gang.Group) cl
 	obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(job)})
 	return obj
 }
-

@@ -33,7 +33,9 @@ func SSHAuthSecretName(job *trainerv1alpha1.TrainJob) string { return job.Name +
 func HostfileName(job *trainerv1alpha1.TrainJob) string { return job.Name + "-mpi-hostfile" }
 
 // mpiRuntime is Open MPI's launcher and nodes.
-type mpiRuntime struct{ policy *trainerv1alpha1.MPIMLPolicySource }
+type mpiRuntime struct {
+	policy *trainerv1alpha1.MPIMLPolicySource
+}
 
 func (m mpiRuntime) launcherIsNode() bool { return ptr.Deref(m.policy.RunLauncherAsNode, false) }
 
