@@ -1,0 +1,132 @@
+package trainjob
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+)
+
+// runtimeOf is a runtime of one trainer step "node" under policy, its container requesting r.
+func runtimeOf(policy trainerv1alpha1.MLPolicySource, r corev1.ResourceList) *trainerv1alpha1.TrainingRuntimeSpec {
+	rt := &trainerv1alpha1.TrainingRuntimeSpec{MLPolicy: &trainerv1alpha1.MLPolicy{MLPolicySource: policy}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
+	rj.Template.Labels = map[string]string{LabelAncestorStep: StepTrainer}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "runtime:1",
+		Resources: corev1.ResourceRequirements{Requests: r}}}
+	rj.Template.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "runtime", Operator: corev1.TolerationOpExists}}
+	rt.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	return rt
+}
+
+func trainJobOf(nodes int32, edit func(*trainerv1alpha1.TrainJob)) *trainerv1alpha1.TrainJob {
+	j := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", Namespace: "team"},
+		Spec: trainerv1alpha1.TrainJobSpec{Trainer: &trainerv1alpha1.Trainer{NumNodes: ptr.To(nodes)}}}
+	if edit != nil {
+		edit(j)
+	}
+	return j
+}
+
+func nodeEnv(t *testing.T, js *jobsetv1alpha2.JobSet) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil {
+			out[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			continue
+		}
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+func TestFrameworkVariables(t *testing.T) {
+	cpu := func(n string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)} }
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+	index := "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+	for _, c := range []struct {
+		name   string
+		policy trainerv1alpha1.MLPolicySource
+		r      corev1.ResourceList
+		edit   func(*trainerv1alpha1.TrainJob)
+		want   map[string]string
+	}{
+		{"torch on CPUs: a process per CPU", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, cpu("3"), nil, map[string]string{
+			"PET_NNODES": "2", "PET_NPROC_PER_NODE": "3", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"torch on GPUs: auto", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, gpu, nil, map[string]string{
+			"PET_NNODES": "2", "PET_NPROC_PER_NODE": "auto", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"torch: numProcPerNode wins", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, gpu, func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.Trainer.NumProcPerNode = ptr.To[int32](2)
+		}, map[string]string{"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"torch on fractional CPUs: at least one", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, cpu("500m"), nil, map[string]string{
+			"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"jax", trainerv1alpha1.MLPolicySource{JAX: &trainerv1alpha1.JAXMLPolicySource{}}, nil, nil, map[string]string{
+			"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": index, "JAX_COORDINATOR_ADDRESS": "mnist-node-0-0.mnist:29500"}},
+		{"xgboost: a worker per GPU", trainerv1alpha1.MLPolicySource{XGBoost: &trainerv1alpha1.XGBoostMLPolicySource{}}, gpu, nil, map[string]string{
+			"DMLC_TRACKER_URI": "mnist-node-0-0.mnist", "DMLC_TRACKER_PORT": "29500", "DMLC_TASK_ID": index, "DMLC_NUM_WORKER": "8"}},
+		{"xgboost on CPUs: a worker per node", trainerv1alpha1.MLPolicySource{XGBoost: &trainerv1alpha1.XGBoostMLPolicySource{}}, cpu("8"), nil, map[string]string{
+			"DMLC_TRACKER_URI": "mnist-node-0-0.mnist", "DMLC_TRACKER_PORT": "29500", "DMLC_TASK_ID": index, "DMLC_NUM_WORKER": "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			js, p := DesiredJobSet(trainJobOf(2, c.edit), runtimeOf(c.policy, c.r))
+			if p.Reason != "" {
+				t.Fatal(p.Message)
+			}
+			if diff := cmp.Diff(c.want, nodeEnv(t, js)); diff != "" {
+				t.Errorf("node env (-want +got):\n%s", diff)
+			}
+			if n := js.Spec.ReplicatedJobs[0].Template.Spec.Parallelism; *n != 2 {
+				t.Errorf("parallelism %d, want 2", *n)
+			}
+		})
+	}
+}
+
+// Patches apply in order, as strategic merge patches: a later one wins, lists merge by name,
+// tolerations replace the runtime's, and what the framework sets stays.
+func TestRuntimePatchesMergeInOrder(t *testing.T) {
+	patch := func(manager string, pod trainerv1alpha1.PodSpecPatch, labels map[string]string) trainerv1alpha1.RuntimePatch {
+		return trainerv1alpha1.RuntimePatch{Manager: manager, TrainingRuntimeSpec: &trainerv1alpha1.TrainingRuntimeSpecPatch{Template: &trainerv1alpha1.JobSetTemplatePatch{
+			Metadata: &metav1.ObjectMeta{Labels: labels},
+			Spec: &trainerv1alpha1.JobSetSpecPatch{ReplicatedJobs: []trainerv1alpha1.ReplicatedJobPatch{{Name: "node",
+				Template: &trainerv1alpha1.JobTemplatePatch{Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{Spec: &pod}}}}}}}}}
+	}
+	job := trainJobOf(1, func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{
+			patch("a.io/one", trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a", "zone": "1"},
+				Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}}, map[string]string{"team": "a"}),
+			patch("b.io/two", trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "b"}}, map[string]string{"team": "b"}),
+		}
+	})
+	js, p := DesiredJobSet(job, runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil))
+	if p.Reason != "" {
+		t.Fatal(p.Message)
+	}
+	pod := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
+	if diff := cmp.Diff(map[string]string{"pool": "b", "zone": "1"}, pod.NodeSelector); diff != "" {
+		t.Errorf("nodeSelector (-want +got):\n%s", diff)
+	}
+	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "gpu" {
+		t.Errorf("tolerations %v, want the patch's alone", pod.Tolerations)
+	}
+	if js.Labels["team"] != "b" || nodeEnv(t, js)["PET_NNODES"] != "1" || pod.Containers[0].Image != "runtime:1" {
+		t.Errorf("labels %v, env %v, image %s", js.Labels, nodeEnv(t, js), pod.Containers[0].Image)
+	}
+	again, _ := DesiredJobSet(job, runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil))
+	if again.Annotations[AnnotationSpecHash] != js.Annotations[AnnotationSpecHash] {
+		t.Error("the same TrainJob builds JobSets of different hashes")
+	}
+	job.Spec.RuntimePatches[1].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Name = "workers"
+	if _, p := DesiredJobSet(job, runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil)); p.Reason != ReasonInvalid ||
+		!strings.HasPrefix(p.Message, "spec.runtimePatches[1].trainingRuntimeSpec.template.spec.replicatedJobs[0].name") {
+		t.Errorf("a patch of a replicated job the runtime lacks: %+v", p)
+	}
+}
