@@ -49,7 +49,9 @@ func nodeEnv(t *testing.T, js *jobsetv1alpha2.JobSet) map[string]string {
 }
 
 func TestFrameworkVariables(t *testing.T) {
-	cpu := func(n string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)} }
+	cpu := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}
+	}
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
 	index := "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 	for _, c := range []struct {
