@@ -99,38 +99,16 @@ type Point struct {
 var clusters int
 
 func run(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
-	logs, err := os.Create(filepath.Join(dir, mode+"-cluster.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logs.Close()
 	jobs := workload(p)
 	pods := 0
 	for _, j := range jobs {
 		pods += int(framework.TotalReplicas(j.GetReplicaSpecs()))
 	}
-	nodes := (pods+p.Foreign)/podsPerNode + 2
-	if p.Nodes > 0 {
-		nodes = p.Nodes
-	}
-	start := time.Now()
-	// A cluster of each run's own name: one re-created under the name just deleted (ROUNDS with
-	// one mode) failed its first request, "x509: certificate signed by unknown authority".
-	clusters++
-	cluster, err := devcluster.Create(ctx, devcluster.Options{
-		Name: fmt.Sprintf("kiln-bench-%d-%s-%d", os.Getpid(), mode, clusters), ToolsDir: tools, Log: logs,
-		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
-		Nodes:  nodes,
-	})
+	cluster, nodes, done, err := newCluster(ctx, mode, p, tools, dir, pods+p.Foreign)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := cluster.Delete(); err != nil {
-			fmt.Fprintln(os.Stderr, "deleting the benchmark cluster:", err)
-		}
-	}()
-	fmt.Printf("   cluster with %d nodes ready in %s\n", nodes, time.Since(start).Round(100*time.Millisecond))
+	defer done()
 	if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")); err != nil {
 		return nil, err
 	}
@@ -215,6 +193,38 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	}
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all succeeded %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
 	return res, nil
+}
+
+// newCluster starts the run's cluster, of p.Nodes fake nodes or enough for pods; done deletes it.
+func newCluster(ctx context.Context, mode string, p Params, tools, dir string, pods int) (_ *devcluster.Cluster, nodes int, done func(), _ error) {
+	logs, err := os.Create(filepath.Join(dir, mode+"-cluster.log"))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	nodes = pods/podsPerNode + 2
+	if p.Nodes > 0 {
+		nodes = p.Nodes
+	}
+	start := time.Now()
+	// A cluster of each run's own name: one re-created under the name just deleted (ROUNDS with
+	// one mode) failed its first request, "x509: certificate signed by unknown authority".
+	clusters++
+	cluster, err := devcluster.Create(ctx, devcluster.Options{
+		Name: fmt.Sprintf("kiln-bench-%d-%s-%d", os.Getpid(), mode, clusters), ToolsDir: tools, Log: logs,
+		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
+		Nodes:  nodes,
+	})
+	if err != nil {
+		logs.Close()
+		return nil, 0, nil, err
+	}
+	fmt.Printf("   cluster with %d nodes ready in %s\n", nodes, time.Since(start).Round(100*time.Millisecond))
+	return cluster, nodes, func() {
+		if err := cluster.Delete(); err != nil {
+			fmt.Fprintln(os.Stderr, "deleting the benchmark cluster:", err)
+		}
+		logs.Close()
+	}, nil
 }
 
 // workload is the benchmark's jobs: TFJobs of 1 PS + W Workers, and the PyTorchJob share as

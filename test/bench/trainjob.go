@@ -72,33 +72,13 @@ func trainJobs(p Params) []*trainerv1alpha1.TrainJob {
 
 // runTrainJobs makes one TrainJob run of mode on a cluster of its own.
 func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
-	logs, err := os.Create(filepath.Join(dir, mode+"-cluster.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logs.Close()
 	jobs := trainJobs(p)
 	pods := p.Jobs * p.Workers
-	nodes := pods/podsPerNode + 2
-	if p.Nodes > 0 {
-		nodes = p.Nodes
-	}
-	start := time.Now()
-	clusters++
-	cluster, err := devcluster.Create(ctx, devcluster.Options{
-		Name: fmt.Sprintf("kiln-bench-%d-%s-%d", os.Getpid(), mode, clusters), ToolsDir: tools, Log: logs,
-		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
-		Nodes:  nodes,
-	})
+	cluster, nodes, done, err := newCluster(ctx, mode, p, tools, dir, pods)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := cluster.Delete(); err != nil {
-			fmt.Fprintln(os.Stderr, "deleting the benchmark cluster:", err)
-		}
-	}()
-	fmt.Printf("   cluster with %d nodes ready in %s\n", nodes, time.Since(start).Round(100*time.Millisecond))
+	defer done()
 	// The same API for both: kiln's CRDs (Trainer's API among them), the PodGroup CRDs Trainer's
 	// gang plugins watch, JobSet, and the default runtimes.
 	for _, crds := range []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"), filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds")} {
