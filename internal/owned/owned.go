@@ -137,6 +137,26 @@ func (k Kit) Get(ctx context.Context, parent, obj client.Object) (bool, error) {
 	return metav1.IsControlledBy(obj, parent), nil
 }
 
+// Reasons a parent's status gives when kiln cannot write one of its children (Why).
+const (
+	// ReasonNameConflict: an object the parent does not control holds the child's name.
+	ReasonNameConflict = "NameConflict"
+	// ReasonRefused: the apiserver refuses the child (invalid, too large, a policy or a quota).
+	ReasonRefused = "Refused"
+)
+
+// Why is what a failed write of a child says in its parent's status: ReasonNameConflict or
+// ReasonRefused, and the message. Any other error (or nil) comes back as rest, to retry.
+func Why(err error) (reason, message string, rest error) {
+	if c := AsConflict(err); c != nil {
+		return ReasonNameConflict, c.Error(), nil
+	}
+	if err != nil && Refused(err) {
+		return ReasonRefused, err.Error(), nil
+	}
+	return "", "", err
+}
+
 // Refused says whether err is the apiserver refusing a write for what it holds (invalid, too
 // large, forbidden by a policy or quota): retrying the same write cannot help, so the parent's
 // status says it.

@@ -222,8 +222,8 @@ const conflictRecheck = 10 * time.Second
 
 // Reasons of the Ready condition when kiln could not write what the service needs.
 const (
-	ReasonNameConflict = "NameConflict"
-	ReasonRefused      = "Refused"
+	ReasonNameConflict = owned.ReasonNameConflict
+	ReasonRefused      = owned.ReasonRefused
 )
 
 // trouble is why the predictor's pods do not become ready, when they say.
@@ -234,11 +234,8 @@ type trouble struct{ reason, message string }
 // model fetch failing (its termination message, which kiln-fetch writes without secrets), or a
 // container or the scheduler (stuck.Pod).
 func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService, stableDep *appsv1.Deployment, applyErr error) (trouble, error) {
-	if c := owned.AsConflict(applyErr); c != nil {
-		return trouble{ReasonNameConflict, c.Error()}, nil
-	}
-	if applyErr != nil && owned.Refused(applyErr) {
-		return trouble{ReasonRefused, applyErr.Error()}, nil
+	if reason, message, _ := owned.Why(applyErr); reason != "" {
+		return trouble{reason, message}, nil
 	}
 	if stableDep == nil || (stableDep.Status.ReadyReplicas > 0 && rolloutOf(stableDep).complete) {
 		return trouble{}, nil

@@ -374,8 +374,8 @@ func (r *Reconciler) syncGroup(ctx context.Context, job *trainingv1alpha1.PyJob)
 // Reasons a PyJob stays Pending because kiln cannot write one of its children, or will not run
 // it (Invalid: stored before the CRD refused what it asks).
 const (
-	ReasonNameConflict = "NameConflict"
-	ReasonRefused      = "Refused"
+	ReasonNameConflict = owned.ReasonNameConflict
+	ReasonRefused      = owned.ReasonRefused
 	ReasonInvalid      = "Invalid"
 )
 
@@ -412,14 +412,8 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *trainingv1alpha1.P
 // same-named object the PyJob does not control is never adopted, and one the apiserver refuses
 // is not retried at once: the returned problem says which.
 func (r *Reconciler) ensure(ctx context.Context, job *trainingv1alpha1.PyJob, obj, existing client.Object) (problem, error) {
-	err := r.kit.Create(ctx, job, obj, existing)
-	switch c := owned.AsConflict(err); {
-	case c != nil:
-		return problem{ReasonNameConflict, c.Error()}, nil
-	case err != nil && owned.Refused(err):
-		return problem{ReasonRefused, err.Error()}, nil
-	}
-	return problem{}, err
+	reason, message, err := owned.Why(r.kit.Create(ctx, job, obj, existing))
+	return problem{reason, message}, err
 }
 
 // keptClaim says whether existing, an object a PyJob keeps without owning it (a Retain output

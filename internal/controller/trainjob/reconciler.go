@@ -261,12 +261,8 @@ func (r *Reconciler) ensureObjects(ctx context.Context, job *trainerv1alpha1.Tra
 	}
 	for _, obj := range objs {
 		if _, secret := obj.(*corev1.Secret); secret {
-			err = r.kit.CreateUnread(ctx, job, obj)
-			if err != nil && owned.Refused(err) {
-				return Problem{ReasonRefused, err.Error()}, nil
-			}
-			if err != nil {
-				return Problem{}, err
+			if reason, message, err := owned.Why(r.kit.CreateUnread(ctx, job, obj)); err != nil || reason != "" {
+				return Problem{reason, message}, err
 			}
 			continue
 		}
@@ -312,14 +308,8 @@ func (r *Reconciler) readJobSet(ctx context.Context, job *trainerv1alpha1.TrainJ
 // ensure creates obj unless it exists (owned.Kit.Create): a same-named object the TrainJob does
 // not control, or one the apiserver refuses, is the problem returned.
 func (r *Reconciler) ensure(ctx context.Context, job *trainerv1alpha1.TrainJob, obj, existing client.Object) (Problem, error) {
-	err := r.kit.Create(ctx, job, obj, existing)
-	switch c := owned.AsConflict(err); {
-	case c != nil:
-		return Problem{ReasonNameConflict, c.Error()}, nil
-	case err != nil && owned.Refused(err):
-		return Problem{ReasonRefused, err.Error()}, nil
-	}
-	return Problem{}, err
+	reason, message, err := owned.Why(r.kit.Create(ctx, job, obj, existing))
+	return Problem{reason, message}, err
 }
 
 // update brings the JobSet in line: suspending it is one small patch; a suspended JobSet takes

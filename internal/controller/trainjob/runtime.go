@@ -9,13 +9,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/owned"
 )
 
 // Reasons a TrainJob has no JobSet (its Created condition is False).
 const (
 	ReasonRuntimeNotFound  = "TrainingRuntimeNotFound"
-	ReasonNameConflict     = "NameConflict"
-	ReasonRefused          = "Refused"
+	ReasonNameConflict     = owned.ReasonNameConflict
+	ReasonRefused          = owned.ReasonRefused
 	ReasonInvalid          = "Invalid"
 	ReasonJobSetNotServed  = "JobSetNotInstalled"
 	reasonJobSetCreated    = "JobSetCreated"
