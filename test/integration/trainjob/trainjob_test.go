@@ -375,3 +375,27 @@ func TestUnsupportedFrameworkFails(t *testing.T) {
 	j := create(t, newTrainJob(ns, "hpc", "flux", func(s *trainerv1alpha1.TrainJobSpec) { s.RuntimeRef.Kind = ptr.To("TrainingRuntime") }))
 	waitStatus(t, j, conditionIs("Failed", metav1.ConditionTrue, "TrainingRuntimeNotSupported"))
 }
+
+// A TrainJob MultiKueue manages (sent to another cluster) is not kiln's to run: no JobSet, no
+// status.
+func TestMultiKueueTrainJobIsLeftAlone(t *testing.T) {
+	installTrainerRuntimes(t)
+	ns := env.Namespace(t)
+	j := create(t, newTrainJob(ns, "remote", "torch-distributed", func(s *trainerv1alpha1.TrainJobSpec) {
+		s.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+	}))
+	// A TrainJob kiln runs, created after it, gets its status: by then kiln has seen both.
+	ours := create(t, newTrainJob(ns, "local", "torch-distributed", nil))
+	waitStatus(t, ours, conditionIs("Created", metav1.ConditionTrue, ""))
+	testenv.Consistently(t, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		js := &jobsetv1alpha2.JobSet{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), js); err == nil || len(fresh.Status.Conditions) > 0 {
+			return fmt.Errorf("kiln ran a TrainJob MultiKueue manages: JobSet error %v, conditions %+v", err, fresh.Status.Conditions)
+		}
+		return nil
+	})
+}
