@@ -27,6 +27,37 @@ import (
 // clusterScoped are the API groups of the cluster-scoped resources the manager uses.
 var clusterScoped = []string{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 
+// clusterScopedResources are the cluster-scoped resources of otherwise namespaced groups:
+// ClusterTrainingRuntimes, which TrainJobs of every namespace name.
+var clusterScopedResources = map[string][]string{"trainer.kubeflow.org": {"clustertrainingruntimes"}}
+
+// splitClusterResources moves a rule's cluster-scoped resources of a namespaced group into a
+// rule of their own (controller-gen merges rules of one group and verbs).
+func splitClusterResources(r rbacv1.PolicyRule) (namespaced, cluster *rbacv1.PolicyRule) {
+	if len(r.APIGroups) != 1 {
+		return &r, nil
+	}
+	scoped := clusterScopedResources[r.APIGroups[0]]
+	var ns, cl []string
+	for _, res := range r.Resources {
+		if slices.Contains(scoped, res) {
+			cl = append(cl, res)
+		} else {
+			ns = append(ns, res)
+		}
+	}
+	if len(cl) == 0 {
+		return &r, nil
+	}
+	c := r
+	c.Resources = cl
+	if len(ns) == 0 {
+		return nil, &c
+	}
+	r.Resources = ns
+	return &r, &c
+}
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "rbac-split:", err)
@@ -60,7 +91,13 @@ func run(args []string) error {
 	for _, r := range role.Rules {
 		switch {
 		case !slices.ContainsFunc(r.APIGroups, isCluster):
-			namespaced = append(namespaced, r)
+			ns, cl := splitClusterResources(r)
+			if ns != nil {
+				namespaced = append(namespaced, *ns)
+			}
+			if cl != nil {
+				cluster = append(cluster, *cl)
+			}
 		case slices.IndexFunc(r.APIGroups, func(g string) bool { return !isCluster(g) }) >= 0:
 			return fmt.Errorf("rule %v mixes cluster-scoped and namespaced API groups: split its marker", r)
 		default:

@@ -111,7 +111,11 @@ func validateTrainJob(ctx context.Context, runtimes client.Reader, job, old *tra
 		}
 	}
 	if _, p := trainjob.DesiredJobSet(job, rt); p.Reason != "" {
-		errs = append(errs, field.Invalid(field.NewPath("spec"), job.Spec.RuntimeRef.Name, p.Message))
+		at := p.Field
+		if at == "" {
+			at = "spec.runtimeRef"
+		}
+		errs = append(errs, &field.Error{Type: field.ErrorTypeInvalid, Field: at, BadValue: field.OmitValueType{}, Detail: p.Message})
 	}
 	return errs
 }

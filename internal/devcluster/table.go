@@ -58,12 +58,14 @@ func PyJobRow(job *trainingv1alpha1.PyJob, now time.Time) JobRow {
 	}
 }
 
-// TrainJobRow summarises a TrainJob: its state is the type of its last condition (its State
-// printer column), and the counts are its JobSet's Jobs (jobsStatus), not pods.
+// TrainJobRow summarises a TrainJob: its state is the type of its last true condition, and the
+// counts are its JobSet's Jobs (jobsStatus), not pods.
 func TrainJobRow(job *trainerv1alpha1.TrainJob, now time.Time) JobRow {
 	r := JobRow{Kind: trainerv1alpha1.TrainJobKind, Name: job.Name, State: "Pending", Age: now.Sub(job.CreationTimestamp.Time)}
-	if n := len(job.Status.Conditions); n > 0 {
-		r.State = job.Status.Conditions[n-1].Type
+	for _, c := range job.Status.Conditions {
+		if c.Status == metav1.ConditionTrue {
+			r.State = c.Type
+		}
 	}
 	r.Finished = meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobComplete) ||
 		meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobFailed)

@@ -73,7 +73,7 @@ func (m mpiRuntime) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.Trai
 		names[i] = rj.Name
 	}
 	if m.launcherIsNode() && nodes > 1 && (!slices.Contains(names, ReplicatedJobNode) || !slices.Contains(names, ReplicatedJobLauncher)) {
-		return Problem{ReasonInvalid, fmt.Sprintf("spec.trainer.numNodes is %d, but the runtime runs its launcher as a node and lacks a replicated job %s or %s: use numNodes 1, or another runtime", nodes, ReplicatedJobNode, ReplicatedJobLauncher)}
+		return Problem{ReasonInvalid, fmt.Sprintf("spec.trainer.numNodes is %d, but the runtime runs its launcher as a node and lacks a replicated job %s or %s: use numNodes 1, or another runtime", nodes, ReplicatedJobNode, ReplicatedJobLauncher), "spec.trainer.numNodes"}
 	}
 	mount := ptr.Deref(m.policy.SSHAuthMountPath, "/root/.ssh")
 	slots := m.slots(job, spec)

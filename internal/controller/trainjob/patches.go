@@ -35,7 +35,7 @@ func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePa
 		at := fmt.Sprintf("%s.trainingRuntimeSpec.template.spec.replicatedJobs[%d]", path, i)
 		j := slices.Index(order, rp.Name)
 		if j < 0 {
-			return Problem{ReasonInvalid, fmt.Sprintf("%s.name: the runtime has no replicated job %q (it has %v): name one of them", at, rp.Name, order)}
+			return Problem{ReasonInvalid, fmt.Sprintf("%s.name: the runtime has no replicated job %q (it has %v): name one of them", at, rp.Name, order), at + ".name"}
 		}
 		if p := containersExist(&spec.ReplicatedJobs[j], rp, at); p.Reason != "" {
 			return p
@@ -43,19 +43,19 @@ func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePa
 	}
 	src, err := json.Marshal(spec)
 	if err != nil {
-		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err), path}
 	}
 	pb, err := json.Marshal(t.Template.Spec)
 	if err != nil {
-		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s: %v", path, err), path}
 	}
 	merged, err := strategicpatch.StrategicMergePatch(src, pb, jobsetv1alpha2.JobSetSpec{})
 	if err != nil {
-		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err), path}
 	}
 	out := jobsetv1alpha2.JobSetSpec{}
 	if err := json.Unmarshal(merged, &out); err != nil {
-		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err)}
+		return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", path, err), path}
 	}
 	// The merge may reorder the replicated jobs; the runtime's order stands (names are unique).
 	slices.SortStableFunc(out.ReplicatedJobs, func(a, b jobsetv1alpha2.ReplicatedJob) int {
@@ -79,8 +79,8 @@ func containersExist(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.Replic
 		field := f.field
 		for i, c := range f.list {
 			if container(pod, c.Name) == nil {
-				return Problem{ReasonInvalid, fmt.Sprintf("%s.template.spec.template.spec.%s[%d].name: replicated job %s has no container %q: a patch changes the runtime's containers, it adds none",
-					at, field, i, rj.Name, c.Name)}
+				f := fmt.Sprintf("%s.template.spec.template.spec.%s[%d].name", at, field, i)
+				return Problem{ReasonInvalid, fmt.Sprintf("%s: replicated job %s has no container %q: a patch changes the runtime's containers, it adds none", f, rj.Name, c.Name), f}
 			}
 		}
 	}

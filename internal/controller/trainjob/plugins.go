@@ -44,7 +44,7 @@ func frameworkOf(rt *trainerv1alpha1.TrainingRuntimeSpec) (framework, Problem) {
 	case p.MPI != nil:
 		return mpiRuntime{policy: p.MPI}, Problem{}
 	case p.Flux != nil:
-		return nil, Problem{reasonNotSupported, "the runtime's mlPolicy.flux is not run by kiln: use a torch, jax or xgboost runtime"}
+		return nil, Problem{Reason: reasonNotSupported, Message: "the runtime's mlPolicy.flux is not run by kiln: use a torch, jax or xgboost runtime"}
 	}
 	return plain{}, Problem{}
 }
@@ -132,12 +132,12 @@ func (t torch) apply(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.Training
 	for i, target := range t.policy.EnvInjection.Targets {
 		j := slices.IndexFunc(spec.ReplicatedJobs, func(rj jobsetv1alpha2.ReplicatedJob) bool { return rj.Name == target.JobName })
 		if j < 0 {
-			return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d].jobName %q is no replicated job of the runtime: fix the runtime", i, target.JobName)}
+			return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d].jobName %q is no replicated job of the runtime: fix the runtime", i, target.JobName), "spec.runtimeRef"}
 		}
 		for _, name := range target.ContainerNames {
 			c := container(&podTemplate(&spec.ReplicatedJobs[j]).Spec, name)
 			if c == nil {
-				return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d] names container %q, which replicated job %s lacks: fix the runtime", i, name, target.JobName)}
+				return Problem{ReasonInvalid, fmt.Sprintf("the runtime's mlPolicy.torch.envInjection.targets[%d] names container %q, which replicated job %s lacks: fix the runtime", i, name, target.JobName), "spec.runtimeRef"}
 			}
 			c.Env = upsertEnv(c.Env, env...)
 		}

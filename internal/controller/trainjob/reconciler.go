@@ -60,6 +60,8 @@ type Reconciler struct {
 	// TrainJob says JobSet is missing, and kiln looks again every jobSetRecheck.
 	jobSets atomic.Bool
 	watch   func() error
+	// gangWatched says kiln watches the groups of its gang scheduler.
+	gangWatched bool
 	// gang is kiln's gang scheduler (nil: none configured): TrainJobs whose runtime has a
 	// podGroupPolicy are gang-scheduled with it. groups holds what was written of each TrainJob's
 	// group (a gang.Synced), forgotten when the TrainJob is gone.
@@ -92,6 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang) {
 		// The gang's group: its state is why the pods wait.
 		b = b.Watches(r.gang.NewObject(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &trainerv1alpha1.TrainJob{}, handler.OnlyControllerOwner()))
+		r.gangWatched = true
 	}
 	c, err := b.Build(r)
 	if err != nil {
@@ -104,7 +107,13 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	// its TrainJobs say what is missing meanwhile.
 	mapper := mgr.GetRESTMapper()
 	var lastLook atomic.Int64 // unix nanoseconds: the mapper asks discovery on each look
+	var once sync.Mutex       // one worker at a time adds the watch
 	r.watch = func() error {
+		if r.jobSets.Load() {
+			return nil
+		}
+		once.Lock()
+		defer once.Unlock()
 		now := r.clock.Now().UnixNano()
 		if r.jobSets.Load() || (lastLook.Load() != 0 && now-lastLook.Load() < int64(jobSetRecheck)) {
 			return nil
@@ -177,29 +186,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{}, err
 		}
 	}
-	// 3. The JobSet as it should be, made or brought in line, after its gang's group; a finished
+	// 3. The deadline: past it, the run fails and its JobSet goes (and is not made again).
+	left, has := deadlineLeft(job, o.now)
+	o.deadlinePassed = has && left <= 0 && !finished(job)
+	switch {
+	case o.deadlinePassed:
+		if o.jobSet != nil {
+			if err := r.kit.Delete(ctx, job, o.jobSet); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	case has:
+		res.RequeueAfter = minPositive(res.RequeueAfter, left)
+	}
+	// 4. The JobSet as it should be, made or brought in line, after its gang's group; a finished
 	// TrainJob's group goes.
 	switch {
+	case o.deadlinePassed:
 	case o.jobSetServed && !finished(job):
 		if err := r.sync(ctx, job, &o); err != nil {
 			return reconcile.Result{}, err
 		}
-		if o.waiting != "" {
+		if o.waiting != "" && o.gangUnwatched {
 			res.RequeueAfter = minPositive(res.RequeueAfter, gangRecheck)
 		}
 	case finished(job):
 		if err := r.removeGroup(ctx, job); err != nil {
 			return reconcile.Result{}, err
-		}
-	}
-	// 4. The deadline: past it, the run fails and its JobSet goes.
-	if left, has := deadlineLeft(job, o.now); has && !finished(job) {
-		if left > 0 {
-			res.RequeueAfter = minPositive(res.RequeueAfter, left)
-		} else if o.deadlinePassed = true; o.jobSet != nil {
-			if err := r.kit.Delete(ctx, job, o.jobSet); err != nil {
-				return reconcile.Result{}, err
-			}
 		}
 	}
 	return res, r.writeStatus(ctx, job, o)
@@ -210,16 +223,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // so goes to o.problem.
 func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o *observed) error {
 	rt, p, err := Runtime(ctx, r.client, job)
-	if err != nil || p.Reason != "" {
-		o.problem = p
-		return err
+	if err == nil && p.Reason == "" {
+		o.runtime = rt
+		var desired *jobsetv1alpha2.JobSet
+		if desired, p = DesiredJobSet(job, rt); p.Reason == "" {
+			return r.syncJobSet(ctx, job, rt, desired, o)
+		}
 	}
-	o.runtime = rt
-	desired, p := DesiredJobSet(job, rt)
-	if p.Reason != "" {
-		o.problem = p
-		return nil
+	o.problem = p
+	if o.jobSet != nil && err == nil {
+		// The runtime went, or no longer takes the TrainJob: its JobSet still follows its
+		// suspension (a queue preempting it waits for that).
+		return r.suspend(ctx, o.jobSet, ptr.Deref(job.Spec.Suspend, false))
 	}
+	return err
+}
+
+// syncJobSet keeps the gang's group, then creates the JobSet (after what its pods mount), or
+// brings the one there is in line.
+func (r *Reconciler) syncJobSet(ctx context.Context, job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, desired *jobsetv1alpha2.JobSet, o *observed) error {
 	if b := gangBackend(r.gang, rt); b != nil {
 		g := groupOf(job, rt, desired)
 		decorate(b, g.Name, desired)
@@ -227,24 +249,30 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		if err != nil && st.Waiting == "" {
 			return err
 		}
-		o.waiting = st.Waiting
-		if !st.CreatePods {
+		o.waiting, o.gangUnwatched = st.Waiting, st.Recheck || b != r.gang || !r.gangWatched
+		if !st.CreatePods && o.jobSet == nil {
 			desired.Spec.Suspend = ptr.To(true) // its pods wait for the group
 		}
 	}
-	if o.jobSet == nil {
-		// What the JobSet's pods mount comes first (an MPI runtime's hostfile and keys).
-		if o.problem, err = r.ensureObjects(ctx, job, rt, desired); err != nil || o.problem.Reason != "" {
-			return err
-		}
-		created := &jobsetv1alpha2.JobSet{}
-		o.problem, err = r.ensure(ctx, job, desired, created)
-		if o.problem.Reason == "" && err == nil {
-			o.jobSet = created
-		}
+	if o.jobSet != nil {
+		var err error
+		o.problem, err = r.update(ctx, job, o.jobSet, desired)
 		return err
 	}
-	return r.update(ctx, job, o.jobSet, desired)
+	// What the JobSet's pods mount comes first (an MPI runtime's hostfile and keys).
+	p, err := r.ensureObjects(ctx, job, rt, desired)
+	if err != nil || p.Reason != "" {
+		o.problem = p
+		return err
+	}
+	// Applied, not created: one field manager owns all of it, so a field a patch no longer sets
+	// goes at the next apply.
+	reason, message, err := owned.Why(r.kit.Apply(ctx, job, desired))
+	o.problem = Problem{Reason: reason, Message: message}
+	if reason == "" && err == nil {
+		o.jobSet = desired
+	}
+	return err
 }
 
 // ensureObjects creates the objects the framework needs beside the JobSet. Keys are created
@@ -262,7 +290,7 @@ func (r *Reconciler) ensureObjects(ctx context.Context, job *trainerv1alpha1.Tra
 	for _, obj := range objs {
 		if _, secret := obj.(*corev1.Secret); secret {
 			if reason, message, err := owned.Why(r.kit.CreateUnread(ctx, job, obj)); err != nil || reason != "" {
-				return Problem{reason, message}, err
+				return Problem{Reason: reason, Message: message}, err
 			}
 			continue
 		}
@@ -309,28 +337,40 @@ func (r *Reconciler) readJobSet(ctx context.Context, job *trainerv1alpha1.TrainJ
 // not control, or one the apiserver refuses, is the problem returned.
 func (r *Reconciler) ensure(ctx context.Context, job *trainerv1alpha1.TrainJob, obj, existing client.Object) (Problem, error) {
 	reason, message, err := owned.Why(r.kit.Create(ctx, job, obj, existing))
-	return Problem{reason, message}, err
+	return Problem{Reason: reason, Message: message}, err
 }
 
 // update brings the JobSet in line: suspending it is one small patch; a suspended JobSet takes
 // the whole desired spec (the pod templates may change only while it is suspended: Kueue patches
-// a TrainJob's placement before it admits it), resuming it if the TrainJob is resumed.
-func (r *Reconciler) update(ctx context.Context, job *trainerv1alpha1.TrainJob, js, desired *jobsetv1alpha2.JobSet) error {
+// a TrainJob's placement before it admits it), resuming it if the TrainJob is resumed. JobSet's
+// webhook takes only some changes of a suspended JobSet's templates (labels, annotations, node
+// selectors, tolerations, scheduling gates): one it refuses is made anew, as it has no pods.
+func (r *Reconciler) update(ctx context.Context, job *trainerv1alpha1.TrainJob, js, desired *jobsetv1alpha2.JobSet) (Problem, error) {
 	want, got := ptr.Deref(desired.Spec.Suspend, false), ptr.Deref(js.Spec.Suspend, false)
 	changed := js.Annotations[AnnotationSpecHash] != desired.Annotations[AnnotationSpecHash]
 	switch {
 	case want && !got:
-		base := js.DeepCopy()
-		js.Spec.Suspend = ptr.To(true)
-		return r.client.Patch(ctx, js, client.MergeFrom(base))
+		return Problem{}, r.suspend(ctx, js, true)
 	case got && changed:
-		return r.kit.Apply(ctx, job, desired)
+		reason, message, err := owned.Why(r.kit.Apply(ctx, job, desired))
+		if reason == ReasonRefused {
+			return Problem{}, r.kit.Delete(ctx, job, js) // made anew at its deletion's event
+		}
+		return Problem{Reason: reason, Message: message}, err
 	case got != want:
-		base := js.DeepCopy()
-		js.Spec.Suspend = ptr.To(want)
-		return r.client.Patch(ctx, js, client.MergeFrom(base))
+		return Problem{}, r.suspend(ctx, js, want)
 	}
-	return nil
+	return Problem{}, nil
+}
+
+// suspend sets the JobSet's suspension, unless it has it.
+func (r *Reconciler) suspend(ctx context.Context, js *jobsetv1alpha2.JobSet, on bool) error {
+	if ptr.Deref(js.Spec.Suspend, false) == on {
+		return nil
+	}
+	base := js.DeepCopy()
+	js.Spec.Suspend = ptr.To(on)
+	return r.client.Patch(ctx, js, client.MergeFrom(base))
 }
 
 // writeStatus writes the status derived from what was observed, when it changed, then tells of

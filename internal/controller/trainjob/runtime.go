@@ -27,7 +27,12 @@ const (
 
 // Problem is what keeps kiln from making a TrainJob's JobSet; the zero problem is none. A Problem
 // of reason TrainingRuntimeNotSupported fails the TrainJob (Trainer's verdict); the others wait.
-type Problem struct{ Reason, Message string }
+type Problem struct {
+	Reason, Message string
+	// Field is the TrainJob's field at fault, when one is ("spec.runtimePatches[0]..."); Message
+	// names it too.
+	Field string
+}
 
 // refKind is the kind of runtime the TrainJob names (ClusterTrainingRuntime by default).
 func refKind(job *trainerv1alpha1.TrainJob) string {
@@ -44,7 +49,7 @@ func Runtime(ctx context.Context, c client.Reader, job *trainerv1alpha1.TrainJob
 	var spec *trainerv1alpha1.TrainingRuntimeSpec
 	switch {
 	case group != trainerv1alpha1.GroupVersion.Group:
-		return nil, Problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.apiGroup %q is not a runtime kiln runs: use %s", group, trainerv1alpha1.GroupVersion.Group)}, nil
+		return nil, Problem{Reason: reasonNotSupported, Message: fmt.Sprintf("spec.runtimeRef.apiGroup %q is not a runtime kiln runs: use %s", group, trainerv1alpha1.GroupVersion.Group)}, nil
 	case kind == trainerv1alpha1.ClusterTrainingRuntimeKind:
 		rt := &trainerv1alpha1.ClusterTrainingRuntime{}
 		obj, spec = rt, &rt.Spec
@@ -52,7 +57,7 @@ func Runtime(ctx context.Context, c client.Reader, job *trainerv1alpha1.TrainJob
 		rt := &trainerv1alpha1.TrainingRuntime{}
 		obj, spec = rt, &rt.Spec
 	default:
-		return nil, Problem{reasonNotSupported, fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use ClusterTrainingRuntime or TrainingRuntime", kind)}, nil
+		return nil, Problem{Reason: reasonNotSupported, Message: fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use ClusterTrainingRuntime or TrainingRuntime", kind)}, nil
 	}
 	key := client.ObjectKey{Name: ref.Name}
 	where := "the cluster"
@@ -61,7 +66,7 @@ func Runtime(ctx context.Context, c client.Reader, job *trainerv1alpha1.TrainJob
 	}
 	if err := c.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, Problem{ReasonRuntimeNotFound, fmt.Sprintf(
+			return nil, Problem{Reason: ReasonRuntimeNotFound, Message: fmt.Sprintf(
 				"%s %s does not exist in %s: create it (the TrainJob starts when it does), or name another in spec.runtimeRef", kind, ref.Name, where)}, nil
 		}
 		return nil, Problem{}, fmt.Errorf("reading %s %s: %w", kind, ref.Name, err)

@@ -26,8 +26,10 @@ type observed struct {
 	problem Problem
 	// deadlinePassed: the run outlived spec.activeDeadlineSeconds.
 	deadlinePassed bool
-	// waiting is why the gang's pods wait to be placed together ("" when they do not).
-	waiting string
+	// waiting is why the gang's pods wait to be placed together ("" when they do not);
+	// gangUnwatched says nothing kiln watches tells when that changes.
+	waiting       string
+	gangUnwatched bool
 }
 
 func finished(job *trainerv1alpha1.TrainJob) bool {
@@ -47,7 +49,10 @@ func deadlineLeft(job *trainerv1alpha1.TrainJob, now time.Time) (left time.Durat
 		return 0, false
 	}
 	start := job.CreationTimestamp.Time
-	if c := meta.FindStatusCondition(job.Status.Conditions, trainerv1alpha1.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+	switch c := meta.FindStatusCondition(job.Status.Conditions, trainerv1alpha1.TrainJobSuspended); {
+	case c != nil && c.Status == metav1.ConditionTrue:
+		start = now // resumed just now: this reconcile writes Suspended False
+	case c != nil:
 		start = c.LastTransitionTime.Time
 	}
 	return start.Add(time.Duration(job.Spec.ActiveDeadlineSeconds) * time.Second).Sub(now), true
@@ -74,6 +79,8 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 		return st // the verdict stands, whatever becomes of the JobSet
 	}
 	switch {
+	case js != nil && o.problem.Reason != "":
+		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created; now: "+o.problem.Message)
 	case js != nil:
 		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created")
 	case o.problem.Reason != "":
@@ -119,7 +126,7 @@ func verdictFailed(job *trainerv1alpha1.TrainJob, o observed) (bool, string, str
 	case o.problem.Reason == reasonNotSupported:
 		return true, reasonNotSupported, o.problem.Message
 	case o.deadlinePassed:
-		return true, reasonDeadlineExceeded, fmt.Sprintf("the TrainJob ran longer than spec.activeDeadlineSeconds (%d seconds): its JobSet was deleted", job.Spec.ActiveDeadlineSeconds)
+		return true, reasonDeadlineExceeded, fmt.Sprintf("the TrainJob ran longer than spec.activeDeadlineSeconds (%d seconds): its JobSet and pods are deleted", job.Spec.ActiveDeadlineSeconds)
 	}
 	if c := jobSetCondition(o.jobSet, jobsetv1alpha2.JobSetFailed); c != nil {
 		return true, c.Reason, c.Message

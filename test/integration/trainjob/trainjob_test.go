@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -308,16 +309,52 @@ func TestDeadlineFailsTheRun(t *testing.T) {
 	installTrainerRuntimes(t)
 	ns := env.Namespace(t)
 	j := create(t, newTrainJob(ns, "late", "torch-distributed", func(s *trainerv1alpha1.TrainJobSpec) { s.ActiveDeadlineSeconds = 2 }))
-	jobSet(t, ns, "late")
-	waitStatus(t, j, conditionIs("Failed", metav1.ConditionTrue, "DeadlineExceeded"))
+	st := waitStatus(t, j, conditionIs("Failed", metav1.ConditionTrue, "DeadlineExceeded"))
+	if c := meta.FindStatusCondition(st.Status.Conditions, "Failed"); !strings.Contains(c.Message, "spec.activeDeadlineSeconds (2 seconds)") {
+		t.Errorf("Failed %q", c.Message)
+	}
+	noJobSet(t, ns, "late")
+}
+
+func noJobSet(t *testing.T, ns, name string) {
+	t.Helper()
 	testenv.Eventually(t, func() error {
 		js := &jobsetv1alpha2.JobSet{}
-		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "late"}, js)
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, js)
 		if err == nil && js.DeletionTimestamp == nil {
-			return fmt.Errorf("the JobSet of a TrainJob past its deadline remains")
+			return fmt.Errorf("JobSet %s remains", name)
 		}
 		return client.IgnoreNotFound(err)
 	})
+}
+
+// The deadline counts from the resumption: a TrainJob that waited suspended (in a queue) longer
+// than its deadline runs once resumed, and fails its deadline after it.
+func TestDeadlineCountsFromTheResumption(t *testing.T) {
+	installTrainerRuntimes(t)
+	ns := env.Namespace(t)
+	j := create(t, newTrainJob(ns, "queued", "torch-distributed", func(s *trainerv1alpha1.TrainJobSpec) {
+		s.Suspend, s.ActiveDeadlineSeconds = ptr.To(true), 3
+	}))
+	waitStatus(t, j, conditionIs("Suspended", metav1.ConditionTrue, "Suspended"))
+	time.Sleep(4 * time.Second) // suspended longer than its deadline: the point of the test
+	testenv.Eventually(t, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Suspend = ptr.To(false)
+		return env.Client.Update(context.Background(), fresh)
+	})
+	resumed := waitStatus(t, j, conditionIs("Suspended", metav1.ConditionFalse, "Resumed"))
+	if c := meta.FindStatusCondition(resumed.Status.Conditions, "Failed"); c != nil {
+		t.Fatalf("failed at its resumption: %+v", c)
+	}
+	if js := jobSet(t, ns, "queued"); ptr.Deref(js.Spec.Suspend, true) {
+		t.Error("the JobSet of a resumed TrainJob stays suspended")
+	}
+	waitStatus(t, j, conditionIs("Failed", metav1.ConditionTrue, "DeadlineExceeded"))
+	noJobSet(t, ns, "queued")
 }
 
 // Trainer's deepspeed-distributed runtime (MPI, its launcher a node too): the launcher and the
