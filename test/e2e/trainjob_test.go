@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,4 +139,39 @@ func nodeJob(backoff int32) []jobsetv1alpha2.ReplicatedJob {
 	rj.Template.Spec.BackoffLimit = ptr.To(backoff)
 	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "kiln.dev/trainer:e2e"}}
 	return []jobsetv1alpha2.ReplicatedJob{rj}
+}
+
+// Resumed with a patch that JobSet's webhook refuses on a suspended JobSet (a volume): kiln makes
+// the JobSet anew, and its pods have the volume.
+func TestResumedWithAVolumePatchOnJobSet(t *testing.T) {
+	cluster.InstallTrainerRuntimes(t)
+	ns := cluster.Namespace(t)
+	j := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vol"}, Spec: trainerv1alpha1.TrainJobSpec{
+		RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "torch-distributed"}, Suspend: ptr.To(true), RuntimePatches: simulated("0"),
+	}}
+	if err := cluster.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	awaitTrainJob(t, j, "Suspended")
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Suspend = ptr.To(false)
+		pod := fresh.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template
+		pod.Spec = &trainerv1alpha1.PodSpecPatch{
+			Volumes:    []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Containers: []trainerv1alpha1.ContainerPatch{{Name: "node", VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
+		}
+		return cluster.Client.Update(context.Background(), fresh)
+	})
+	testenv.EventuallyWithin(t, 2*timeout, func() error {
+		pods := nodePods(t, j)
+		if len(pods) != 1 || len(pods[0].Spec.Volumes) == 0 || !slices.ContainsFunc(pods[0].Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "scratch" }) {
+			return fmt.Errorf("%d node pods, want one with the patch's volume", len(pods))
+		}
+		return nil
+	})
+	awaitTrainJob(t, j, "Complete")
 }

@@ -77,6 +77,9 @@ func StartServingPodGroups() (*Env, error) {
 		filepath.Join(RepoRoot(), "config", "crd", "bases"))
 }
 
+// controlPlaneStartTimeout bounds the start of etcd and kube-apiserver, each.
+const controlPlaneStartTimeout = 2 * time.Minute
+
 func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 	// A suite points KUBEBUILDER_ASSETS at its wrappers below; the processes it starts (go test's
 	// fuzz workers, which run TestMain again) find the tools' folder in toolsEnv.
@@ -100,7 +103,11 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     crdPaths,
 		ErrorIfCRDPathMissing: true,
-		Scheme:                manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
+		// envtest's 20 s was too short for go test's fuzz workers, which each start a control
+		// plane of their own at once under a loaded make test: a fresh machine's worker died
+		// before fuzzing ("fuzzing process terminated without fuzzing: EOF" after 19.5 s).
+		ControlPlaneStartTimeout: controlPlaneStartTimeout,
+		Scheme:                   manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
 	}
 	for k, v := range apiserverArgs {
 		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
