@@ -96,6 +96,17 @@ func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	return in
 }
 
+// stripManagedFieldsAndJobSets drops every cached object's managedFields, and a JobSet's pod
+// templates (keepJobSetSummary).
+func stripManagedFieldsAndJobSets(obj any) (any, error) {
+	if _, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+		return keepJobSetSummary(obj)
+	}
+	return stripManagedFields(obj)
+}
+
+var stripManagedFields = cache.TransformStripManagedFields()
+
 // keepJobSetSummary is what kiln reads of a cached JobSet (a TrainJob's): its metadata, its
 // suspension, its replicated jobs' names and counts, and its status; the pod templates, the
 // bulk of it, are dropped. kiln never writes a JobSet from what it read but a merge patch of its
@@ -230,9 +241,10 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta, UnsafeDisableDeepCopy: &readOnly},
 			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob, &networkingv1.NetworkPolicy{}: ofPyJob,
 			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
-			&jobsetv1alpha2.JobSet{}: {Transform: keepJobSetSummary},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		// JobSets get their transform here, not in ByObject: a ByObject entry needs the kind
+		// served when the manager starts, and kiln starts without JobSet installed.
+		DefaultTransform: stripManagedFieldsAndJobSets,
 	}
 	for _, fw := range frameworks {
 		opts.ByObject[fw.NewJob()] = cache.ByObject{Transform: replicajob.DefaultInCache(fw, cleanPodPolicy), UnsafeDisableDeepCopy: &readOnly}
