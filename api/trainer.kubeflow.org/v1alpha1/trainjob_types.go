@@ -273,8 +273,9 @@ type PodTemplatePatch struct {
 	Spec *PodSpecPatch `json:"spec,omitempty"`
 }
 
-// PodSpecPatch is what a patch may change in a pod: scalars replace, lists merge by name (a
-// toleration is added).
+// PodSpecPatch is what a patch may change in a pod, merged as a strategic merge patch: scalars
+// replace, containers, volumes and env merge by name, node selectors by key; tolerations replace
+// the runtime's.
 type PodSpecPatch struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="serviceAccountName cannot change"
