@@ -165,6 +165,25 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	if err != nil {
 		return nil, err
 	}
+	res, err := measured(ctx, obs, mode, p, pods, nodes, cluster, kube, before, cpuBefore)
+	if err != nil {
+		return nil, err
+	}
+	if mgr != nil {
+		if res.Manager, err = mgr.stats(pods); err != nil {
+			return nil, err
+		}
+		if profile > 0 {
+			mgr.heapProfile()
+		}
+	}
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, all succeeded %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
+	return res, nil
+}
+
+// measured waits until the workload finished (or its time ran out) and is what the run measured:
+// its times, and what the cluster's components and the apiserver's requests cost since before.
+func measured(ctx context.Context, obs *observer, mode string, p Params, pods, nodes int, cluster *devcluster.Cluster, kube kubernetes.Interface, before load, cpuBefore map[string]float64) (*Result, error) {
 	// Generous: on this 2-core machine kube-scheduler alone needs ~40 ms a pod with 20,000 pods.
 	timeout := 10*time.Minute + p.Duration*2 + time.Duration(pods)*100*time.Millisecond
 	waitErr := obs.wait(ctx, timeout)
@@ -183,15 +202,6 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	}
 	res.APIServerRequests, res.APIServerSeconds = diff(after.requests, before.requests), diff(after.seconds, before.seconds)
 	res.WebhookSeconds = diff(after.webhooks, before.webhooks)
-	if mgr != nil {
-		if res.Manager, err = mgr.stats(pods); err != nil {
-			return nil, err
-		}
-		if profile > 0 {
-			mgr.heapProfile()
-		}
-	}
-	fmt.Printf("   pods exist %.1fs, all running %.1fs, all succeeded %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
 	return res, nil
 }
 

@@ -144,22 +144,10 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string)
 	if err != nil {
 		return nil, err
 	}
-	timeout := 10*time.Minute + p.Duration*2 + time.Duration(pods)*100*time.Millisecond
-	waitErr := obs.wait(ctx, timeout)
-	if waitErr != nil {
-		fmt.Println("  ", waitErr, "- reporting what was measured")
-	}
-	res := obs.result(mode)
-	res.Incomplete, res.Nodes = waitErr != nil, nodes
-	res.ComponentCPU = map[string]float64{}
-	for name, after := range componentCPU(cluster) {
-		res.ComponentCPU[name] = after - componentsBefore[name]
-	}
-	after, err := apiserverLoad(ctx, kube)
+	res, err := measured(ctx, obs, mode, p, pods, nodes, cluster, kube, before, componentsBefore)
 	if err != nil {
 		return nil, err
 	}
-	res.APIServerRequests, res.APIServerSeconds = diff(after.requests, before.requests), diff(after.seconds, before.seconds)
 	res.Operator = &OperatorStats{
 		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
 		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
