@@ -196,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 				return reconcile.Result{}, err
 			}
 		}
-	case has:
+	case has && !finished(job):
 		res.RequeueAfter = minPositive(res.RequeueAfter, left)
 	}
 	// 4. The JobSet as it should be, made or brought in line, after its gang's group; a finished
@@ -224,7 +224,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o *observed) error {
 	rt, p, err := Runtime(ctx, r.client, job)
 	if err == nil && p.Reason == "" {
-		o.runtime = rt
 		var desired *jobsetv1alpha2.JobSet
 		if desired, p = DesiredJobSet(job, rt); p.Reason == "" {
 			return r.syncJobSet(ctx, job, rt, desired, o)

@@ -20,8 +20,6 @@ type observed struct {
 	// jobSetServed says the cluster serves JobSets; jobSet is the TrainJob's (nil: none).
 	jobSetServed bool
 	jobSet       *jobsetv1alpha2.JobSet
-	// runtime is the spec of the runtime it names, when resolved this reconcile.
-	runtime *trainerv1alpha1.TrainingRuntimeSpec
 	// problem keeps kiln from making the JobSet.
 	problem Problem
 	// deadlinePassed: the run outlived spec.activeDeadlineSeconds.
