@@ -132,13 +132,19 @@ func (c *Cluster) addStorage(ctx context.Context) error {
 	return nil
 }
 
-// create runs kwokctl create, one at a time on this machine: kwokctl picks each cluster's ports
-// by counting down from 32767 to the first one free, so two creating at once take the same.
+// createLock is the file that makes kwokctl create run one at a time on this machine: kwokctl
+// picks each cluster's ports by counting down from 32767 to the first one free, so two creating at
+// once take the same, and the second cluster's apiserver or etcd cannot listen. Ports belong to
+// the machine, so the lock does too: two runs with different work folders (a `make test` beside
+// `make run`, or beside another clone's tests) wait for each other.
+func createLock() string { return filepath.Join(os.TempDir(), "kiln-kwokctl-create.lock") }
+
+// create runs kwokctl create, one at a time on this machine (createLock).
 func (c *Cluster) create(ctx context.Context) error {
 	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(filepath.Join(c.opts.WorkDir, "create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644) // flock needs no write right: every user may wait on it
 	if err != nil {
 		return err
 	}

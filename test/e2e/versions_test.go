@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -175,7 +176,12 @@ func TestMigrateStorageWithTheClustersMigrator(t *testing.T) {
 	storeAt("v1beta1") // the upgrade
 
 	var out bytes.Buffer
-	if err := migration.Run(ctx, cluster.Client, migration.Options{CRDs: []string{crdName}, Method: migration.Auto, Timeout: timeout, Out: &out}); err != nil {
+	// The migrator starts only once the garbage collector's informer of the resource has reached
+	// the resource version it listed, which an idle resource's watch learns from a bookmark: the
+	// apiserver sends one about once a minute, and the migrator's retries back off meanwhile. One
+	// minute, the wait of every other test here, is a coin toss; kiln migrate-storage waits 10.
+	const migratorWait = 5 * time.Minute
+	if err := migration.Run(ctx, cluster.Client, migration.Options{CRDs: []string{crdName}, Method: migration.Auto, Timeout: migratorWait, Out: &out}); err != nil {
 		t.Fatalf("kiln migrate-storage: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "-> [v1beta1] (storageversionmigration)") {
