@@ -98,9 +98,7 @@ func main() {
 			fmt.Printf("== %s run %d/%d: J=%d W=%d D=%s foreign=%d\n", mode, round, p.Rounds, p.Jobs, p.Workers, p.Duration, p.Foreign)
 			run := run
 			if isTrainJobMode(mode) {
-				run = func(ctx context.Context, mode string, p Params, tools, dir string, _ time.Duration) (*Result, error) {
-					return runTrainJobs(ctx, mode, p, tools, dir)
-				}
+				run = runTrainJobs
 			}
 			res, err := run(ctx, mode, p, tools, logs, profile)
 			if err != nil {

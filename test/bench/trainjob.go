@@ -71,7 +71,9 @@ func trainJobs(p Params) []*trainerv1alpha1.TrainJob {
 }
 
 // runTrainJobs makes one TrainJob run of mode on a cluster of its own.
-func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
+// With profile, kiln's manager is profiled as in the kiln mode (Trainer's controller serves no
+// profile).
+func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
 	jobs := trainJobs(p)
 	pods := p.Jobs * p.Workers
 	cluster, nodes, done, err := newCluster(ctx, mode, p, tools, dir, pods)
@@ -107,9 +109,9 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string)
 	}
 	var pid int
 	var stop func()
+	var mgr *managerProcess
 	if mode == modeTrainJob {
-		mgr, err := startManager(ctx, cluster, tools, dir, false, p.ManagerEnv)
-		if err != nil {
+		if mgr, err = startManager(ctx, cluster, tools, dir, false, p.ManagerEnv); err != nil {
 			return nil, err
 		}
 		pid, stop = mgr.cmd.Process.Pid, mgr.stop
@@ -134,6 +136,9 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string)
 	componentsBefore := componentCPU(cluster)
 
 	obs.start()
+	if mgr != nil && profile > 0 {
+		go mgr.profile(profile)
+	}
 	err = parallel(ctx, len(jobs), p.Parallelism, func(ctx context.Context, i int) error {
 		obs.created(jobs[i].Name)
 		if err := c.Create(ctx, jobs[i].DeepCopy()); err != nil {
@@ -147,6 +152,9 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string)
 	res, err := measured(ctx, obs, mode, p, pods, nodes, cluster, kube, before, componentsBefore)
 	if err != nil {
 		return nil, err
+	}
+	if mgr != nil && profile > 0 {
+		mgr.heapProfile()
 	}
 	res.Operator = &OperatorStats{
 		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
