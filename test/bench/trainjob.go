@@ -44,8 +44,12 @@ func isTrainJobMode(mode string) bool { return mode == modeTrainJob || mode == m
 // OperatorStats is what the operator (kiln or Trainer) and JobSet's controller cost during a
 // TrainJob run: CPU seconds from the first TrainJob created to the end, and peak memory.
 type OperatorStats struct {
-	CPUSeconds       float64 `json:"cpuSeconds"`
-	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// At the end of the run, what of the resident memory is heap and stacks (anonymous) and what
+	// is the program's own file mapped in: a Go program's code and tables count in its RSS.
+	AnonRSSMiB       float64 `json:"anonRSSMiB"`
+	FileRSSMiB       float64 `json:"fileRSSMiB"`
 	JobSetCPUSeconds float64 `json:"jobSetCPUSeconds"`
 	JobSetPeakRSSMiB float64 `json:"jobSetPeakRSSMiB"`
 }
@@ -153,11 +157,19 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	if err != nil {
 		return nil, err
 	}
-	if mgr != nil && profile > 0 {
-		mgr.heapProfile()
+	if mgr != nil {
+		// kiln's requests and reconciles, in result.json and on the progress line.
+		if res.Manager, err = mgr.stats(pods); err != nil {
+			return nil, err
+		}
+		fmt.Printf("   kiln: reconciles %v; writes %v\n", res.Manager.Reconciles, res.Manager.Writes)
+		if profile > 0 {
+			mgr.heapProfile()
+		}
 	}
 	res.Operator = &OperatorStats{
 		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
+		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
 		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
 	}
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
@@ -286,18 +298,22 @@ func startTrainer(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 }
 
 // peakRSSMiB is a process's peak resident memory (VmHWM), from /proc.
-func peakRSSMiB(pid int) (float64, error) {
+func peakRSSMiB(pid int) (float64, error) { return statusMiB(pid, "VmHWM") }
+
+// statusMiB is a memory field of /proc/<pid>/status in MiB: VmHWM (the peak), RssAnon (heap and
+// stacks) or RssFile (the pages of the program's own file mapped in).
+func statusMiB(pid int, field string) (float64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field+":") {
 			kib, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
 			return kib / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // observeTrainJobs is the observer of a TrainJob run: pods are the TrainJob's by their JobSet's
@@ -356,6 +372,8 @@ func (r *Report) trainJobMarkdown() string {
 	row("every TrainJob Complete", "s", func(r *Result) float64 { return r.AllSucceeded })
 	row("operator CPU (kiln, or Trainer's controller)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds }))
 	row("operator peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB }))
+	row("of it at the end: heap and stacks (RssAnon)", "MiB", op(func(o *OperatorStats) float64 { return o.AnonRSSMiB }))
+	row("of it at the end: the program's file (RssFile)", "MiB", op(func(o *OperatorStats) float64 { return o.FileRSSMiB }))
 	row("JobSet controller CPU", "s", op(func(o *OperatorStats) float64 { return o.JobSetCPUSeconds }))
 	row("JobSet controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.JobSetPeakRSSMiB }))
 	row("kube-apiserver CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-apiserver"] })

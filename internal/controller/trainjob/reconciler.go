@@ -224,6 +224,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o *observed) error {
 	rt, p, err := Runtime(ctx, r.client, job)
 	if err == nil && p.Reason == "" {
+		if runsAsMade(job, o.jobSet) && gangBackend(r.gang, rt) == nil {
+			// Only a suspended JobSet takes a new spec (update): the JobSet as it should be
+			// could change nothing, and is not built (most reconciles of a TrainJob are its
+			// running JobSet's status changing).
+			return nil
+		}
 		var desired *jobsetv1alpha2.JobSet
 		if desired, p = DesiredJobSet(job, rt); p.Reason == "" {
 			return r.syncJobSet(ctx, job, rt, desired, o)
@@ -236,6 +242,11 @@ func (r *Reconciler) sync(ctx context.Context, job *trainerv1alpha1.TrainJob, o 
 		return r.suspend(ctx, o.jobSet, ptr.Deref(job.Spec.Suspend, false))
 	}
 	return err
+}
+
+// runsAsMade says the TrainJob and its JobSet both run: neither is suspended.
+func runsAsMade(job *trainerv1alpha1.TrainJob, js *jobsetv1alpha2.JobSet) bool {
+	return js != nil && !ptr.Deref(job.Spec.Suspend, false) && !ptr.Deref(js.Spec.Suspend, false)
 }
 
 // syncJobSet keeps the gang's group, then creates the JobSet (after what its pods mount), or
