@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -184,7 +183,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: tlsOpts(o.EnableHTTP2)}
 	if o.SecureMetrics {
 		// Callers need a bearer token allowed to get the /metrics non-resource URL.
-		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, metrics.Access
 	}
 	cacheOpts := cacheOptions(o.Namespaces, frameworks, own[pyJobKind], o.Engine.DefaultCleanPodPolicy)
 	if cacheOpts.HTTPClient, err = cacheHTTPClient(cfg); err != nil {

@@ -24,7 +24,8 @@ import (
 
 // TestSecureMetricsNeedAnAuthorizedToken runs the manager with --metrics-secure (the default
 // install's, see the release suite): /metrics is HTTPS, HTTP/1.1 only, refuses callers without a
-// token (401) and callers whose token may not get /metrics (403), and answers a ServiceAccount
+// token or with one the apiserver does not accept (401) and callers whose token may not get
+// /metrics (403), and answers a ServiceAccount
 // bound to the install's kiln-metrics-reader role.
 func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	ctx := context.Background()
@@ -94,7 +95,8 @@ func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	for _, c := range []struct {
 		who, token string
 		want       int
-	}{{"no token", "", http.StatusUnauthorized}, {"a token without the role", stranger, http.StatusForbidden}, {"the prometheus ServiceAccount", allowed, http.StatusOK}} {
+	}{{"no token", "", http.StatusUnauthorized}, {"a token the apiserver does not know", "not-a-token", http.StatusUnauthorized},
+		{"a token without the role", stranger, http.StatusForbidden}, {"the prometheus ServiceAccount", allowed, http.StatusOK}} {
 		testenv.Eventually(t, func() error {
 			code, body, err := get(c.token)
 			switch {
