@@ -27,7 +27,7 @@ import (
 // It does what controller-runtime's filters.WithAuthenticationAndAuthorization does, with the
 // clients kiln links anyway: that filter brings in the apiserver's authentication and
 // authorization libraries (CEL and the konnectivity client among them), about 8 MB of
-// program that every kiln process maps into memory (docs/performance.md).
+// program that every kiln process maps into memory (docs/decisions.md, 18).
 //
 // Answers are remembered per token, verb and path: allowed for a minute, refused for ten
 // seconds, so a scrape every few seconds costs the apiserver two reviews a minute.
