@@ -157,8 +157,14 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	if err != nil {
 		return nil, err
 	}
+	res.Operator = &OperatorStats{
+		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
+		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
+		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
+	}
 	if mgr != nil {
-		// kiln's requests and reconciles, in result.json and on the progress line.
+		// kiln's requests and reconciles (read after its CPU: reading them costs some), in
+		// result.json and on the progress line.
 		if res.Manager, err = mgr.stats(pods); err != nil {
 			return nil, err
 		}
@@ -166,11 +172,6 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 		if profile > 0 {
 			mgr.heapProfile()
 		}
-	}
-	res.Operator = &OperatorStats{
-		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
-		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
-		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
 	}
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
 		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB, res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB)
