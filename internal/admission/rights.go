@@ -21,6 +21,7 @@ import (
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/accessreview"
 	"github.com/kiln-ml/kiln/internal/framework"
 )
 
@@ -35,14 +36,8 @@ type AccessReviews struct{ Client client.Client }
 
 // MayCreatePods asks whether user may create pods in namespace.
 func (a AccessReviews) MayCreatePods(ctx context.Context, user authenticationv1.UserInfo, namespace string) (bool, error) {
-	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-	for k, v := range user.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "pods"},
-	}}
+	sar := accessreview.Of(user)
+	sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Resource: "pods"}
 	if err := a.Client.Create(ctx, sar); err != nil {
 		return false, fmt.Errorf("asking the apiserver whether %s may create pods in %s: %w", user.Username, namespace, err)
 	}

@@ -17,6 +17,8 @@ import (
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kiln-ml/kiln/internal/accessreview"
 )
 
 // Access is the metrics server's filter when metrics are served securely: a caller needs a
@@ -47,7 +49,9 @@ func Access(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 			code, why := g.decide(r)
 			if code != http.StatusOK {
 				if code == http.StatusInternalServerError {
+					// The caller is not known yet: the apiserver's error goes to kiln's log only.
 					log.Error(fmt.Errorf("%s", why), "Checking a metrics caller's access failed")
+					why = "Internal error: kiln could not check this caller's access; its log says why"
 				}
 				http.Error(w, why, code)
 				return
@@ -132,14 +136,9 @@ func (v reviewer) review(ctx context.Context, token, verb, path string) (int, st
 		return http.StatusUnauthorized, "Unauthorized: the apiserver does not accept this token"
 	}
 	u := tr.Status.User
-	extra := make(map[string]authorizationv1.ExtraValue, len(u.Extra))
-	for k, v := range u.Extra {
-		extra[k] = authorizationv1.ExtraValue(v)
-	}
-	sar, err := v.authz.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}}, metav1.CreateOptions{})
+	sar := accessreview.Of(u)
+	sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: path, Verb: verb}
+	sar, err = v.authz.Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
 		return http.StatusInternalServerError, fmt.Sprintf("Internal error: reviewing the access: %v", err)
 	}
