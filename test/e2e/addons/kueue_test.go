@@ -471,6 +471,12 @@ func TestKueueQueuesTrainJobs(t *testing.T) {
 		jobs[i] = &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{kueue.QueueLabel: "queue"}},
 			Spec: trainerv1alpha1.TrainJobSpec{RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "torch", Kind: ptr.To("TrainingRuntime")}}}
 	}
+	// Kueue's TrainJob webhook reads the runtime from its informer cache, which learns of the
+	// runtime a moment after it is created; until then it refuses TrainJobs ("runtime 'torch' not
+	// found"). A dry-run create passes through the webhook without making anything.
+	testenv.EventuallyWithin(t, timeout, func() error {
+		return cluster.Client.Create(context.Background(), jobs[0].DeepCopy(), client.DryRunAll)
+	})
 	fresh := func(j *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainJob, error) {
 		f := &trainerv1alpha1.TrainJob{}
 		return f, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(j), f)
