@@ -109,7 +109,7 @@ var stripManagedFields = cache.TransformStripManagedFields()
 
 // keepJobSetSummary is what kiln reads of a cached JobSet (a TrainJob's): its metadata, its
 // suspension, its replicated jobs' names and counts, and its status; the pod templates, the
-// bulk of it, are dropped. kiln never writes a JobSet from what it read but a merge patch of its
+// bulk of it, are dropped (and its watch events arrive without them: jsonCuts). kiln never writes a JobSet from what it read but a merge patch of its
 // suspension (the rest it applies from what it built).
 func keepJobSetSummary(obj any) (any, error) {
 	js, ok := obj.(*jobsetv1alpha2.JobSet)
@@ -183,12 +183,21 @@ func (s *sharedLabels) get(rtype, index string) map[string]string {
 // keepServiceMeta): the cache's watches receive them trimmed (watchtrim).
 var specless = []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service")}
 
-// cacheHTTPClient is the cache's connection to the apiserver: cfg's, whose watch events of
-// pods and services come without the spec and managedFields that decoding them would only
-// throw away. It shares cfg's connections (client-go keeps one transport per TLS config).
+// jsonCuts are the members of custom resources, besides managedFields, that the cache drops
+// (keepJobSetSummary): the cache's watches receive them trimmed (watchtrim).
+var jsonCuts = map[schema.GroupResource][]watchtrim.Cut{
+	jobsetv1alpha2.GroupVersion.WithResource("jobsets").GroupResource(): {
+		{"spec", "replicatedJobs", "*", "template"}, {"spec", "replicatedJobs", "*", "dependsOn"},
+	},
+}
+
+// cacheHTTPClient is the cache's connection to the apiserver: cfg's, whose watch events come
+// without what decoding them would only throw away (the spec and managedFields of pods and
+// services, the managedFields of custom resources, a JobSet's templates). It shares cfg's
+// connections (client-go keeps one transport per TLS config).
 func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(watchtrim.Transport(specless...))
+	cfg.Wrap(watchtrim.Transport(specless, jsonCuts))
 	c, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the cache's HTTP client: %w", err)

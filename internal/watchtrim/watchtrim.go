@@ -1,13 +1,15 @@
-// Package watchtrim takes out of the apiserver's protobuf watch streams what kiln's cache would
-// throw away as soon as it had decoded it: the spec and the managedFields of the kinds it is
-// given (pods and services). The apiserver cannot leave fields out of what it sends; in a burst
-// of jobs, decoding them cost kiln CPU and was a large share of the bytes it allocated, and a
-// trimmed event takes much less time and far fewer bytes to decode (BenchmarkDecodePodEvents;
-// measured: docs/performance.md, Measurements behind the code).
+// Package watchtrim takes out of the apiserver's watch streams what kiln's cache would throw
+// away as soon as it had decoded it: from protobuf streams, the spec and the managedFields of the
+// kinds it is given (pods and services); from JSON streams (custom resources), managedFields and
+// the members it is given (a JobSet's pod templates). The apiserver cannot leave fields out of
+// what it sends; in a burst of jobs, decoding them cost kiln CPU and was a large share of the
+// bytes it allocated, and a trimmed event takes much less time and far fewer bytes to decode
+// (BenchmarkDecodePodEvents, BenchmarkDecodeJobSetEvents; measured: docs/performance.md,
+// Measurements behind the code).
 //
 // Each event is rewritten before client-go reads it, so client-go decodes the same object with
-// those fields empty. Anything else (error events, other kinds, JSON, an event that does not
-// parse as the form described below) passes through unchanged.
+// those fields empty. Anything else (error events, other kinds, an event that does not parse as
+// the form described below and in json.go) passes through unchanged.
 package watchtrim
 
 import (
@@ -47,15 +49,24 @@ const maxEvent = 16 << 20
 // envelope starts every object the apiserver encodes as protobuf; a runtime.Unknown follows.
 var envelope = []byte{0x6b, 0x38, 0x73, 0x00}
 
-// Transport wraps a round tripper so that the protobuf watch streams it receives carry objects
-// of the kinds given without their spec and managedFields. It is for the rest.Config of a cache
-// whose transforms drop both for these kinds; any other client would miss them.
-func Transport(kinds ...schema.GroupVersionKind) func(http.RoundTripper) http.RoundTripper {
-	trimmed := make([]typeMeta, len(kinds))
-	for i, k := range kinds {
+// Transport wraps a round tripper so that the watch streams it receives carry less. In a
+// protobuf stream (built-in kinds), objects of the specless kinds come without their spec and
+// managedFields. In a JSON stream (custom resources), every object comes without its
+// managedFields, and an object of a resource cut names without those members too. It is for the
+// rest.Config of a cache whose transforms drop all of that; any other client would miss them.
+func Transport(specless []schema.GroupVersionKind, cut map[schema.GroupResource][]Cut) func(http.RoundTripper) http.RoundTripper {
+	trimmed := make([]typeMeta, len(specless))
+	for i, k := range specless {
 		trimmed[i] = typeMeta{apiVersion: k.GroupVersion().String(), kind: k.Kind}
 	}
-	return func(rt http.RoundTripper) http.RoundTripper { return &roundTripper{next: rt, kinds: trimmed} }
+	trees := map[schema.GroupResource]cuts{}
+	for gr, c := range cut {
+		trees[gr] = eventCuts(c)
+	}
+	plain := eventCuts(nil)
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return &roundTripper{next: rt, kinds: trimmed, trees: trees, plain: plain}
+	}
 }
 
 type typeMeta struct{ apiVersion, kind string }
@@ -63,14 +74,29 @@ type typeMeta struct{ apiVersion, kind string }
 type roundTripper struct {
 	next  http.RoundTripper
 	kinds []typeMeta
+	trees map[schema.GroupResource]cuts // a JSON stream's cuts, by resource
+	plain cuts                          // the cuts of other JSON streams
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !protobufWatch(resp.Header.Get("Content-Type")) {
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
-	resp.Body, resp.ContentLength = &reader{body: resp.Body, kinds: t.kinds}, -1
+	contentType := resp.Header.Get("Content-Type")
+	switch {
+	case protobufWatch(contentType):
+		resp.Body = &reader{body: resp.Body, kinds: t.kinds}
+	case jsonWatch(req, contentType):
+		tree, ok := t.trees[resourceOf(req.URL.Path)]
+		if !ok {
+			tree = t.plain
+		}
+		resp.Body = &jsonReader{body: resp.Body, tree: tree}
+	default:
+		return resp, nil
+	}
+	resp.ContentLength = -1
 	return resp, nil
 }
 

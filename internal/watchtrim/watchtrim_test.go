@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
@@ -126,8 +127,14 @@ func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // through sends the body through the trimming round tripper, as a response of the content type.
 func through(t testing.TB, contentType string, body []byte, wrap func(io.Reader) io.Reader) io.ReadCloser {
 	t.Helper()
-	rt := Transport(podKind, serviceKind)(cannedTransport{contentType: contentType, body: body, wrap: wrap})
-	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/pods?watch=true", nil)
+	return throughURL(t, "https://apiserver/api/v1/pods?watch=true", contentType, body, wrap)
+}
+
+// throughURL is through for a request of the URL.
+func throughURL(t testing.TB, url, contentType string, body []byte, wrap func(io.Reader) io.Reader) io.ReadCloser {
+	t.Helper()
+	rt := Transport([]schema.GroupVersionKind{podKind, serviceKind}, testCuts)(cannedTransport{contentType: contentType, body: body, wrap: wrap})
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +193,6 @@ func TestWhatIsNotAProtobufWatchOfAKnownFormPassesUnchanged(t *testing.T) {
 		contentType string
 		body        []byte
 	}{
-		"a JSON watch":                  {"application/json;stream=watch", []byte(`{"type":"ADDED","object":{"kind":"Pod","spec":{}}}` + "\n")},
 		"a protobuf list":               {"application/vnd.kubernetes.protobuf", event},
 		"an event that does not parse":  {watchContentType, garbage},
 		"an object of another encoding": {watchContentType, badEnvelope.Bytes()},

@@ -1,5 +1,5 @@
 // Package wire runs kiln's own ways of talking to the apiserver against kube-apiserver: the
-// trimmed watches (watchtrim), the writes whose answers are not read (statuspatch.Send) and the
+// trimmed watches (watchtrim, protobuf and JSON), the writes whose answers are not read (statuspatch.Send) and the
 // status writes (statuspatch.Writer).
 package wire
 
@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
@@ -41,7 +44,7 @@ func TestTheApiserversPodAndServiceEventsArriveWithoutSpecOrManagedFields(t *tes
 	ns := env.Namespace(t)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.Wrap(watchtrim.Transport(corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service")))
+	cfg.Wrap(watchtrim.Transport([]schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service")}, nil))
 	trimmed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +95,54 @@ func TestTheApiserversPodAndServiceEventsArriveWithoutSpecOrManagedFields(t *tes
 	}
 	if d := cmp.Diff(svc, next(t, services).Object); d != "" {
 		t.Errorf("the service as watched (-the apiserver's without spec and managedFields +watched):\n%s", d)
+	}
+}
+
+// The apiserver's JSON watch stream of a custom resource, trimmed, decodes to the objects it
+// stores without managedFields, and JobSets without their templates: the JSON watchtrim
+// expects is the apiserver's.
+func TestTheApiserversJobSetEventsArriveWithoutTemplatesOrManagedFields(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	if err := env.InstallJobSetCRD(); err != nil {
+		t.Fatal(err)
+	}
+	ns := env.Namespace(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(watchtrim.Transport(nil, map[schema.GroupResource][]watchtrim.Cut{
+		jobsetv1alpha2.GroupVersion.WithResource("jobsets").GroupResource(): {{"spec", "replicatedJobs", "*", "template"}},
+	}))
+	trimmed, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trimmed.Watch(ctx, &jobsetv1alpha2.JobSetList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	js := &jobsetv1alpha2.JobSet{TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: ns, Labels: map[string]string{"a": "b"}}}
+	js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}
+	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "node", Image: "i", Env: []corev1.EnvVar{{Name: "PET_NNODES", Value: "1"}}}}}
+	if err := env.Client.Patch(ctx, js, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil { //nolint:staticcheck // a typed apply, as kiln's
+		t.Fatal(err)
+	}
+	if len(js.Spec.ReplicatedJobs) == 0 || len(js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers) == 0 || len(js.ManagedFields) == 0 {
+		t.Fatalf("the apiserver stored no template or managedFields: the test shows nothing")
+	}
+	js.TypeMeta, js.ManagedFields = metav1.TypeMeta{}, nil // a typed watch's objects come without their kind
+	for i := range js.Spec.ReplicatedJobs {
+		js.Spec.ReplicatedJobs[i].Template = batchv1.JobTemplateSpec{}
+	}
+	got := next(t, w)
+	if got.Type != watch.Added {
+		t.Errorf("first event %s, want ADDED", got.Type)
+	}
+	if d := cmp.Diff(js, got.Object); d != "" {
+		t.Errorf("the JobSet as watched (-the apiserver's without templates and managedFields +watched):\n%s", d)
 	}
 }
 

@@ -1,0 +1,336 @@
+package watchtrim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Cut is a member of an object that a JSON watch stream's events lose: the names leading to it
+// from the object, "*" standing for every element of an array ("spec", "replicatedJobs", "*",
+// "template").
+type Cut []string
+
+// managedFieldsCut goes from the object of every JSON watch event: every kiln cache drops it.
+var managedFieldsCut = Cut{"metadata", "managedFields"}
+
+// cuts is a tree of Cuts below an event: a member whose name maps to nil is cut, one that maps
+// to a subtree is walked (an object's members, or under "*" an array's elements), the others
+// are copied as they are.
+type cuts map[string]cuts
+
+// eventCuts is the tree of a stream's events: the cuts under the event's "object".
+func eventCuts(of []Cut) cuts {
+	root := cuts{}
+	for _, c := range append([]Cut{managedFieldsCut}, of...) {
+		node := root
+		path := append([]string{"object"}, c...)
+		for i, name := range path {
+			if i == len(path)-1 {
+				node[name] = nil
+				break
+			}
+			next, ok := node[name]
+			if !ok {
+				next = cuts{}
+				node[name] = next
+			}
+			node = next
+		}
+	}
+	return root
+}
+
+// jsonWatch says whether a response is a JSON watch stream (custom resources are watched in
+// JSON): a watch request answered in application/json.
+func jsonWatch(req *http.Request, contentType string) bool {
+	media, _, err := mime.ParseMediaType(contentType)
+	if err != nil || media != "application/json" {
+		return false
+	}
+	w := req.URL.Query().Get("watch")
+	return w == "true" || w == "1"
+}
+
+// resourceOf is the group and resource a collection's URL path names: /api/v1/[namespaces/<ns>/]<resource>
+// or /apis/<group>/<version>/[namespaces/<ns>/]<resource>.
+func resourceOf(path string) schema.GroupResource {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		return schema.GroupResource{Resource: parts[len(parts)-1]}
+	case len(parts) >= 4 && parts[0] == "apis":
+		return schema.GroupResource{Group: parts[1], Resource: parts[len(parts)-1]}
+	}
+	return schema.GroupResource{}
+}
+
+// jsonReader hands out a JSON watch stream with each event trimmed. kube-apiserver writes an
+// event as one line of compact JSON; a line that is not an event of that form (a value over
+// several lines, a truncated one, anything over maxEvent) is handed out as it came, so what
+// client-go reads is always the stream, or the stream with members cut.
+type jsonReader struct {
+	body io.ReadCloser
+	tree cuts
+	in   []byte // read; in[start:] is not yet handed out
+	at   int
+	out  []byte // the trimmed line
+	left []byte // what is not yet handed out
+	err  error  // what ended the stream
+}
+
+func (r *jsonReader) Read(p []byte) (int, error) {
+	for len(r.left) == 0 {
+		if line, ok := r.line(); ok {
+			r.left = line
+			break
+		}
+		if r.err != nil {
+			if r.at < len(r.in) { // the end of the stream, unterminated: as it came
+				r.left, r.at = r.in[r.at:], len(r.in)
+				break
+			}
+			return 0, r.err
+		}
+		r.fill()
+	}
+	n := copy(p, r.left)
+	r.left = r.left[n:]
+	return n, nil
+}
+
+func (r *jsonReader) Close() error { return r.body.Close() }
+
+// line takes the next whole line out of r.in and returns it trimmed, or as it came; or, when
+// r.in holds maxEvent bytes and no line end, those bytes as they came.
+func (r *jsonReader) line() ([]byte, bool) {
+	rest := r.in[r.at:]
+	end := bytes.IndexByte(rest, '\n')
+	if end < 0 {
+		if len(rest) < maxEvent {
+			return nil, false
+		}
+		r.at = len(r.in)
+		return rest, true
+	}
+	r.at += end + 1
+	if end >= maxEvent {
+		return rest[:end+1], true
+	}
+	out, ok := trimValue(r.out[:0], rest[:end], r.tree)
+	if !ok {
+		return rest[:end+1], true
+	}
+	r.out = append(out, '\n')
+	return r.out, true
+}
+
+// fill reads what the body has into r.in, after what is left of it.
+func (r *jsonReader) fill() {
+	r.in = r.in[:copy(r.in, r.in[r.at:])]
+	r.at = 0
+	if free := cap(r.in) - len(r.in); free < 16<<10 {
+		r.in = append(r.in, make([]byte, max(64<<10, len(r.in)))...)[:len(r.in)]
+	}
+	n, err := r.body.Read(r.in[len(r.in):cap(r.in)])
+	r.in = r.in[:len(r.in)+n]
+	r.err = err
+}
+
+// trimValue appends to dst the JSON value v, which must be an object, with the members tree
+// names cut; false when v is not one whole object of valid form (then dst is to be dropped).
+func trimValue(dst, v []byte, tree cuts) ([]byte, bool) {
+	dst, end, ok := trimObject(dst, v, skipSpace(v, 0), tree)
+	return dst, ok && skipSpace(v, end) == len(v)
+}
+
+// trimObject appends the object starting at v[i] with tree's members cut and tree's subtrees
+// walked, and returns where it ends.
+func trimObject(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
+	if i >= len(v) || v[i] != '{' {
+		return dst, 0, false
+	}
+	dst = append(dst, '{')
+	first := true
+	i = skipSpace(v, i+1)
+	if i < len(v) && v[i] == '}' {
+		return append(dst, '}'), i + 1, true
+	}
+	for {
+		keyStart := i
+		keyEnd, ok := skipString(v, i)
+		if !ok {
+			return dst, 0, false
+		}
+		i = skipSpace(v, keyEnd)
+		if i >= len(v) || v[i] != ':' {
+			return dst, 0, false
+		}
+		valueStart := skipSpace(v, i+1)
+		sub, named, ok := member(tree, v[keyStart:keyEnd])
+		if !ok {
+			return dst, 0, false
+		}
+		var valueEnd int
+		switch {
+		case named && sub == nil: // cut
+			if valueEnd, ok = skipValue(v, valueStart); !ok {
+				return dst, 0, false
+			}
+		default:
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, v[keyStart:keyEnd]...)
+			dst = append(dst, ':')
+			if dst, valueEnd, ok = trimMember(dst, v, valueStart, sub); !ok {
+				return dst, 0, false
+			}
+		}
+		i = skipSpace(v, valueEnd)
+		if i >= len(v) {
+			return dst, 0, false
+		}
+		switch v[i] {
+		case ',':
+			i = skipSpace(v, i+1)
+		case '}':
+			return append(dst, '}'), i + 1, true
+		default:
+			return dst, 0, false
+		}
+	}
+}
+
+// member is what tree says of the member of the quoted name: a name spelled with escapes is
+// read as client-go's decoder reads it.
+func member(tree cuts, quoted []byte) (sub cuts, named, ok bool) {
+	name := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(name, '\\') < 0 {
+		sub, named = tree[string(name)]
+		return sub, named, true
+	}
+	var s string
+	if err := json.Unmarshal(quoted, &s); err != nil {
+		return nil, false, false
+	}
+	sub, named = tree[s]
+	return sub, named, true
+}
+
+// trimMember appends the value at v[i]: walked when tree has members for it, as it is otherwise.
+func trimMember(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
+	if len(tree) > 0 && i < len(v) {
+		if elem, ok := tree["*"]; ok && v[i] == '[' {
+			return trimArray(dst, v, i, elem)
+		}
+		if v[i] == '{' {
+			return trimObject(dst, v, i, tree)
+		}
+	}
+	end, ok := skipValue(v, i)
+	if !ok {
+		return dst, 0, false
+	}
+	return append(dst, v[i:end]...), end, true
+}
+
+// trimArray appends the array at v[i] with each element walked by tree.
+func trimArray(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
+	dst = append(dst, '[')
+	i = skipSpace(v, i+1)
+	if i < len(v) && v[i] == ']' {
+		return append(dst, ']'), i + 1, true
+	}
+	for first := true; ; first = false {
+		if !first {
+			dst = append(dst, ',')
+		}
+		var ok bool
+		if dst, i, ok = trimMember(dst, v, i, tree); !ok {
+			return dst, 0, false
+		}
+		i = skipSpace(v, i)
+		if i >= len(v) {
+			return dst, 0, false
+		}
+		switch v[i] {
+		case ',':
+			i = skipSpace(v, i+1)
+		case ']':
+			return append(dst, ']'), i + 1, true
+		default:
+			return dst, 0, false
+		}
+	}
+}
+
+func skipSpace(v []byte, i int) int {
+	for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns where the string starting at v[i] ends (after its closing quote).
+func skipString(v []byte, i int) (int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return 0, false
+	}
+	for i++; i < len(v); i++ {
+		switch v[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// skipValue returns where the value starting at v[i] ends. It follows strings and the depth of
+// brackets, not the rest of the grammar: a value it copies, client-go's decoder still reads,
+// and refuses if it is not JSON.
+func skipValue(v []byte, i int) (int, bool) {
+	if i >= len(v) {
+		return 0, false
+	}
+	switch v[i] {
+	case '"':
+		return skipString(v, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(v); i++ {
+			switch v[i] {
+			case '"':
+				end, ok := skipString(v, i)
+				if !ok {
+					return 0, false
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	for ; i < len(v); i++ { // a number, true, false or null
+		switch v[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i, true
+		case '"', '{', '[', ':':
+			return 0, false
+		}
+	}
+	return i, true
+}

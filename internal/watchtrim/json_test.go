@@ -1,0 +1,269 @@
+package watchtrim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	restwatch "k8s.io/client-go/rest/watch"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+)
+
+const (
+	jsonWatchType = "application/json;stream=watch"
+	jobSetsURL    = "https://apiserver/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets?watch=true&resourceVersion=1"
+)
+
+var (
+	jobSetScheme = func() *runtime.Scheme {
+		s := runtime.NewScheme()
+		if err := jobsetv1alpha2.AddToScheme(s); err != nil {
+			panic(err)
+		}
+		if err := metav1.AddMetaToScheme(s); err != nil {
+			panic(err)
+		}
+		return s
+	}()
+	jsonObjects = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, jobSetScheme, jobSetScheme, kjson.SerializerOptions{})
+
+	// testCuts are the cuts of the tests: a JobSet's templates and dependencies, as kiln's cache.
+	testCuts = map[schema.GroupResource][]Cut{
+		{Group: "jobset.x-k8s.io", Resource: "jobsets"}: {{"spec", "replicatedJobs", "*", "template"}, {"spec", "replicatedJobs", "*", "dependsOn"}},
+	}
+)
+
+// testJobSet is a JobSet as the apiserver sends it once it runs: two replicated jobs with pod
+// templates, managedFields of two writers, a status.
+func testJobSet() *jobsetv1alpha2.JobSet {
+	template := batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: new(int32(4)), Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+		Spec:       testPod().Spec,
+	}}}
+	return &jobsetv1alpha2.JobSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: "7e1f", ResourceVersion: "5001", Generation: 1,
+			Labels:          map[string]string{"trainer.kubeflow.org/trainjob-name": "train"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "train", UID: "9a8b", Controller: new(true)}},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kiln", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "jobset.x-k8s.io/v1alpha2", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicatedJobs":{}}}`)}},
+				{Manager: "jobset", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "jobset.x-k8s.io/v1alpha2", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}, Subresource: "status"},
+			},
+		},
+		Spec: jobsetv1alpha2.JobSetSpec{
+			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+				{Name: "dataset-initializer", Replicas: 1, Template: template},
+				{Name: "node", Replicas: 1, Template: template, DependsOn: []jobsetv1alpha2.DependsOn{{Name: "dataset-initializer", Status: jobsetv1alpha2.DependencyComplete}}},
+			},
+			Suspend: new(false),
+		},
+		Status: jobsetv1alpha2.JobSetStatus{
+			Conditions:           []metav1.Condition{{Type: "Completed", Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", LastTransitionTime: metav1.Unix(1700000005, 0)}},
+			ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Ready: 1, Succeeded: 1}},
+		},
+	}
+}
+
+// jsonStream is a JSON watch stream of the events, encoded as kube-apiserver does: one line each.
+func jsonStream(t testing.TB, evs ...watch.Event) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	enc := restwatch.NewEncoder(streaming.NewEncoder(&out, jsonObjects), jsonObjects)
+	for _, e := range evs {
+		if err := enc.Encode(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+// jsonDecode reads a JSON watch stream as client-go's reflector does.
+func jsonDecode(t testing.TB, body io.ReadCloser) ([]watch.Event, error) {
+	t.Helper()
+	framer := kjson.Framer.NewFrameReader(body)
+	dec := restwatch.NewDecoder(streaming.NewDecoder(framer, jsonObjects), jsonObjects)
+	var out []watch.Event
+	for {
+		typ, obj, err := dec.Decode()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, watch.Event{Type: typ, Object: obj})
+	}
+}
+
+func TestJobSetsArriveWithoutTemplatesOrManagedFieldsAndTheRestUnchanged(t *testing.T) {
+	bookmark := &jobsetv1alpha2.JobSet{TypeMeta: testJobSet().TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{ResourceVersion: "6000", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
+		Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"}
+	trimmed := testJobSet()
+	trimmed.ManagedFields = nil
+	for i := range trimmed.Spec.ReplicatedJobs {
+		trimmed.Spec.ReplicatedJobs[i].Template, trimmed.Spec.ReplicatedJobs[i].DependsOn = batchv1.JobTemplateSpec{}, nil
+	}
+	body := jsonStream(t, watch.Event{Type: watch.Added, Object: testJobSet()}, watch.Event{Type: watch.Bookmark, Object: bookmark},
+		watch.Event{Type: watch.Error, Object: gone}, watch.Event{Type: watch.Modified, Object: testJobSet()})
+	want := []watch.Event{{Type: watch.Added, Object: trimmed}, {Type: watch.Bookmark, Object: bookmark},
+		{Type: watch.Error, Object: gone}, {Type: watch.Modified, Object: trimmed}}
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole reads": nil, "one byte at a time": iotest.OneByteReader, "half reads": iotest.HalfReader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := jsonDecode(t, throughURL(t, jobSetsURL, jsonWatchType, body, wrap))
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("the stream ended with %v, want io.EOF as it ended", err)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("events (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// Any other custom resource's objects lose their managedFields alone: a JobSet's members are
+// cut only from JobSets.
+func TestOtherResourcesLoseManagedFieldsAlone(t *testing.T) {
+	body := jsonStream(t, watch.Event{Type: watch.Added, Object: testJobSet()})
+	want := testJobSet()
+	want.ManagedFields = nil
+	got, err := jsonDecode(t, throughURL(t, "https://apiserver/apis/example.com/v1/jobsets?watch=1", jsonWatchType, body, nil))
+	if !errors.Is(err, io.EOF) || len(got) != 1 {
+		t.Fatalf("got %d events, %v; want one, then io.EOF", len(got), err)
+	}
+	if d := cmp.Diff(want, got[0].Object); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+func TestWhatIsNotAJSONWatchEventPassesUnchanged(t *testing.T) {
+	event := jsonStream(t, watch.Event{Type: watch.Added, Object: testJobSet()})
+	pretty := bytes.Replace(event, []byte(`{"type"`), []byte("{\n  \"type\""), 1)
+	for name, c := range map[string]struct {
+		url, contentType string
+		body             []byte
+	}{
+		"a JSON list":                        {"https://apiserver/apis/jobset.x-k8s.io/v1alpha2/jobsets", "application/json", event},
+		"a YAML watch":                       {jobSetsURL, "application/yaml", event},
+		"an event over several lines":        {jobSetsURL, jsonWatchType, pretty},
+		"an event that is not an object":     {jobSetsURL, jsonWatchType, []byte("[1,2]\n\"x\"\n")},
+		"an event cut short":                 {jobSetsURL, jsonWatchType, event[:len(event)/2]},
+		"an event cut short, line and all":   {jobSetsURL, jsonWatchType, append(append([]byte{}, event[:len(event)/2]...), '\n')},
+		"brackets that do not close":         {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":{"managedFields":[[}}}` + "\n")},
+		"a string that does not end":         {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":{"managedFields":"x}}}` + "\n")},
+		"a member without a value":           {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":{"managedFields"}}}` + "\n")},
+		"a value after the object":           {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":{"managedFields":1}}} 2` + "\n")},
+		"an event longer than client-go's":   {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":{"managedFields":"` + strings.Repeat("x", maxEvent) + `"}}}` + "\n")},
+		"nothing after the last line's end":  {jobSetsURL, jsonWatchType, nil},
+		"an object without the members":      {jobSetsURL, jsonWatchType, []byte(`{"type":"ADDED","object":{"metadata":{"name":"a"},"spec":{"replicatedJobs":[{"name":"x"}]}}}` + "\n")},
+		"members of other shapes than known": {jobSetsURL, jsonWatchType, []byte(`{"object":{"metadata":[1],"spec":{"replicatedJobs":{"template":1}}}}` + "\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := io.ReadAll(throughURL(t, c.url, c.contentType, c.body, iotest.HalfReader))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, c.body) {
+				t.Errorf("got %.300q, want it unchanged: %.300q", got, c.body)
+			}
+		})
+	}
+}
+
+// For any JSON object, the trimmed object is the object without the members cut, as
+// encoding/json reads both; and whatever the bytes, trimming never fails the reader.
+func FuzzTrimmedJSONIsTheObjectWithoutTheCuts(f *testing.F) {
+	f.Add(jsonStream(f, watch.Event{Type: watch.Added, Object: testJobSet()}))
+	f.Add([]byte(`{"object":{"metadata":{"managed\u0046ields":[1],"x":"\"}"},"spec":{"replicatedJobs":[{"template":{}},{}, 3]}}}`))
+	f.Add([]byte(`{ "object" : { "metadata" : { "managedFields" : null , "a" : [ ] } } , "type" : "ADDED" }`))
+	tree := eventCuts(testCuts[schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}])
+	f.Fuzz(func(t *testing.T, in []byte) {
+		in = bytes.TrimRight(in, "\n")
+		out, ok := trimValue(nil, in, tree)
+		var want any
+		if json.Unmarshal(in, &want) != nil {
+			return // not JSON: the line passes as it came, or client-go refuses it
+		}
+		if _, isObject := want.(map[string]any); !isObject {
+			if ok {
+				t.Fatalf("%q is not an object, yet was trimmed", in)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("the object %q was not trimmed", in)
+		}
+		var got any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%q trimmed to %q, which is not JSON: %v", in, out, err)
+		}
+		cut(want, tree)
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%q trimmed to %q (-want +got):\n%s", in, out, d)
+		}
+	})
+}
+
+// cut removes tree's members from a decoded JSON value, as trimValue does from its bytes.
+func cut(v any, tree cuts) {
+	switch v := v.(type) {
+	case map[string]any:
+		for name, sub := range tree {
+			if name == "*" {
+				continue
+			}
+			if sub == nil {
+				delete(v, name)
+			} else if m, ok := v[name]; ok {
+				cut(m, sub)
+			}
+		}
+	case []any:
+		if elem, ok := tree["*"]; ok {
+			for _, e := range v {
+				cut(e, elem)
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeJobSetEvents is what client-go spends on each event of a stream of testJobSet,
+// as the apiserver sends it and trimmed.
+func BenchmarkDecodeJobSetEvents(b *testing.B) {
+	const n = 100
+	evs := make([]watch.Event, n)
+	for i := range evs {
+		evs[i] = watch.Event{Type: watch.Modified, Object: testJobSet()}
+	}
+	body := jsonStream(b, evs...)
+	for _, trimmed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "as sent", true: "trimmed"}[trimmed], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r io.ReadCloser = io.NopCloser(bytes.NewReader(body))
+				if trimmed {
+					r = throughURL(b, jobSetsURL, jsonWatchType, body, nil)
+				}
+				if got, err := jsonDecode(b, r); !errors.Is(err, io.EOF) || len(got) != n {
+					b.Fatal(len(got), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+		})
+	}
+}
