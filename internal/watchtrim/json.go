@@ -36,6 +36,9 @@ func eventCuts(of []Cut) cuts {
 				break
 			}
 			next, ok := node[name]
+			if ok && next == nil {
+				break // a member around it is cut already
+			}
 			if !ok {
 				next = cuts{}
 				node[name] = next
