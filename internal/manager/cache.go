@@ -109,8 +109,9 @@ var stripManagedFields = cache.TransformStripManagedFields()
 
 // keepJobSetSummary is what kiln reads of a cached JobSet (a TrainJob's): its metadata, its
 // suspension, its replicated jobs' names and counts, and its status; the pod templates, the
-// bulk of it, are dropped (and its watch events arrive without them: jsonCuts). kiln never writes a JobSet from what it read but a merge patch of its
-// suspension (the rest it applies from what it built).
+// bulk of it, and their dependencies are dropped (its watch events arrive without them:
+// jsonCuts). kiln never writes a JobSet from what it read but a merge patch of its suspension
+// (the rest it applies from what it built).
 func keepJobSetSummary(obj any) (any, error) {
 	js, ok := obj.(*jobsetv1alpha2.JobSet)
 	if !ok {

@@ -3,6 +3,7 @@ package watchtrim
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -24,10 +25,14 @@ var managedFieldsCut = Cut{"metadata", "managedFields"}
 // are copied as they are.
 type cuts map[string]cuts
 
-// eventCuts is the tree of a stream's events: the cuts under the event's "object".
+// eventCuts is the tree of a stream's events: the cuts under the event's "object". A Cut is
+// a constant of kiln's: one that names nothing, or ends in "*", is a mistake in the code.
 func eventCuts(of []Cut) cuts {
 	root := cuts{}
 	for _, c := range append([]Cut{managedFieldsCut}, of...) {
+		if len(c) == 0 || c[len(c)-1] == "*" {
+			panic(fmt.Sprintf("watchtrim: %q cuts no member", c))
+		}
 		node := root
 		path := append([]string{"object"}, c...)
 		for i, name := range path {
@@ -75,16 +80,18 @@ func resourceOf(path string) schema.GroupResource {
 
 // jsonReader hands out a JSON watch stream with each event trimmed. kube-apiserver writes an
 // event as one line of compact JSON; a line that is not an event of that form (a value over
-// several lines, a truncated one, anything over maxEvent) is handed out as it came, so what
-// client-go reads is always the stream, or the stream with members cut.
+// several lines, a truncated one, one of maxEvent bytes or more) is handed out as it came, so
+// what client-go reads is always the stream, or the stream with members cut.
 type jsonReader struct {
-	body io.ReadCloser
-	tree cuts
-	in   []byte // read; in[start:] is not yet handed out
-	at   int
-	out  []byte // the trimmed line
-	left []byte // what is not yet handed out
-	err  error  // what ended the stream
+	body    io.ReadCloser
+	tree    cuts
+	in      []byte // read; in[at:] is not yet taken for handing out
+	at      int
+	scanned int    // in[at:at+scanned] holds no line end
+	passing bool   // the line being read is too long to trim: it goes out as it comes
+	out     []byte // the trimmed line
+	left    []byte // what is not yet handed out (in r.in or r.out)
+	err     error  // what ended the stream
 }
 
 func (r *jsonReader) Read(p []byte) (int, error) {
@@ -95,7 +102,7 @@ func (r *jsonReader) Read(p []byte) (int, error) {
 		}
 		if r.err != nil {
 			if r.at < len(r.in) { // the end of the stream, unterminated: as it came
-				r.left, r.at = r.in[r.at:], len(r.in)
+				r.left, r.at, r.scanned = r.in[r.at:], len(r.in), 0
 				break
 			}
 			return 0, r.err
@@ -109,20 +116,23 @@ func (r *jsonReader) Read(p []byte) (int, error) {
 
 func (r *jsonReader) Close() error { return r.body.Close() }
 
-// line takes the next whole line out of r.in and returns it trimmed, or as it came; or, when
-// r.in holds maxEvent bytes and no line end, those bytes as they came.
+// line takes the next whole line out of r.in and returns it trimmed, or as it came. Of a line
+// of maxEvent bytes or more it returns what r.in holds, as it came, up to the line's end.
 func (r *jsonReader) line() ([]byte, bool) {
 	rest := r.in[r.at:]
-	end := bytes.IndexByte(rest, '\n')
+	end := bytes.IndexByte(rest[r.scanned:], '\n')
 	if end < 0 {
-		if len(rest) < maxEvent {
-			return nil, false
+		r.scanned = len(rest)
+		if len(rest) > 0 && (r.passing || len(rest) >= maxEvent) {
+			r.at, r.scanned, r.passing = len(r.in), 0, true
+			return rest, true
 		}
-		r.at = len(r.in)
-		return rest, true
+		return nil, false
 	}
-	r.at += end + 1
-	if end >= maxEvent {
+	end += r.scanned
+	r.at, r.scanned = r.at+end+1, 0
+	if r.passing || end >= maxEvent {
+		r.passing = false
 		return rest[:end+1], true
 	}
 	out, ok := trimValue(r.out[:0], rest[:end], r.tree)
@@ -133,9 +143,15 @@ func (r *jsonReader) line() ([]byte, bool) {
 	return r.out, true
 }
 
-// fill reads what the body has into r.in, after what is left of it.
+// fill reads what the body has into r.in, after what is left of it. A buffer grown for a long
+// line goes once the line is out.
 func (r *jsonReader) fill() {
-	r.in = r.in[:copy(r.in, r.in[r.at:])]
+	left := len(r.in) - r.at
+	if cap(r.in) > 1<<20 && left < 64<<10 {
+		r.in = append(make([]byte, 0, 64<<10), r.in[r.at:]...)
+	} else {
+		r.in = r.in[:copy(r.in, r.in[r.at:])]
+	}
 	r.at = 0
 	if free := cap(r.in) - len(r.in); free < 16<<10 {
 		r.in = append(r.in, make([]byte, max(64<<10, len(r.in)))...)[:len(r.in)]
@@ -146,7 +162,9 @@ func (r *jsonReader) fill() {
 }
 
 // trimValue appends to dst the JSON value v, which must be an object, with the members tree
-// names cut; false when v is not one whole object of valid form (then dst is to be dropped).
+// names cut; false when v is not one whole object, or a member it would cut is not valid JSON
+// (then dst is to be dropped). What it copies it copies as it came: a line that was not JSON
+// is still not JSON once trimmed, and client-go refuses it as it would have.
 func trimValue(dst, v []byte, tree cuts) ([]byte, bool) {
 	dst, end, ok := trimObject(dst, v, skipSpace(v, 0), tree)
 	return dst, ok && skipSpace(v, end) == len(v)
@@ -181,8 +199,8 @@ func trimObject(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
 		}
 		var valueEnd int
 		switch {
-		case named && sub == nil: // cut
-			if valueEnd, ok = skipValue(v, valueStart); !ok {
+		case named && sub == nil: // cut, once it is known to be JSON
+			if valueEnd, ok = skipValue(v, valueStart); !ok || !json.Valid(v[valueStart:valueEnd]) {
 				return dst, 0, false
 			}
 		default:
@@ -216,12 +234,18 @@ func trimObject(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
 func member(tree cuts, quoted []byte) (sub cuts, named, ok bool) {
 	name := quoted[1 : len(quoted)-1]
 	if bytes.IndexByte(name, '\\') < 0 {
+		if string(name) == "*" {
+			return nil, false, true // "*" stands for an array's elements, not a member
+		}
 		sub, named = tree[string(name)]
 		return sub, named, true
 	}
 	var s string
 	if err := json.Unmarshal(quoted, &s); err != nil {
 		return nil, false, false
+	}
+	if s == "*" {
+		return nil, false, true // "*" stands for an array's elements, not a member
 	}
 	sub, named = tree[s]
 	return sub, named, true
@@ -299,7 +323,7 @@ func skipString(v []byte, i int) (int, bool) {
 
 // skipValue returns where the value starting at v[i] ends. It follows strings and the depth of
 // brackets, not the rest of the grammar: a value it copies, client-go's decoder still reads,
-// and refuses if it is not JSON.
+// and refuses if it is not JSON; a value to be cut is checked whole (trimObject).
 func skipValue(v []byte, i int) (int, bool) {
 	if i >= len(v) {
 		return 0, false
@@ -327,13 +351,14 @@ func skipValue(v []byte, i int) (int, bool) {
 		}
 		return 0, false
 	}
+	start := i
 	for ; i < len(v); i++ { // a number, true, false or null
 		switch v[i] {
 		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i, true
+			return i, i > start
 		case '"', '{', '[', ':':
 			return 0, false
 		}
 	}
-	return i, true
+	return i, i > start
 }

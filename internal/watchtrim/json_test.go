@@ -186,7 +186,7 @@ func TestWhatIsNotAJSONWatchEventPassesUnchanged(t *testing.T) {
 }
 
 // For any JSON object, the trimmed object is the object without the members cut, as
-// encoding/json reads both; and whatever the bytes, trimming never fails the reader.
+// encoding/json reads both; what is not JSON is not JSON once trimmed either.
 func FuzzTrimmedJSONIsTheObjectWithoutTheCuts(f *testing.F) {
 	f.Add(jsonStream(f, watch.Event{Type: watch.Added, Object: testJobSet()}))
 	f.Add([]byte(`{"object":{"metadata":{"managed\u0046ields":[1],"x":"\"}"},"spec":{"replicatedJobs":[{"template":{}},{}, 3]}}}`))
@@ -197,7 +197,10 @@ func FuzzTrimmedJSONIsTheObjectWithoutTheCuts(f *testing.F) {
 		out, ok := trimValue(nil, in, tree)
 		var want any
 		if json.Unmarshal(in, &want) != nil {
-			return // not JSON: the line passes as it came, or client-go refuses it
+			if ok && json.Valid(out) {
+				t.Fatalf("%q is not JSON, yet trimmed to %q, which is", in, out)
+			}
+			return // the line passes as it came, or trimmed client-go refuses it as it would have
 		}
 		if _, isObject := want.(map[string]any); !isObject {
 			if ok {
@@ -265,5 +268,43 @@ func BenchmarkDecodeJobSetEvents(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 		})
+	}
+}
+
+// A line too long to trim goes out as it came, however it is read, and the events after it are
+// trimmed again.
+func TestALineTooLongToTrimGoesAsItCameAndTheNextIsTrimmed(t *testing.T) {
+	long := []byte(`{"object":{"metadata":{"managedFields":"` + strings.Repeat("x", maxEvent) + `"}}}` + "\n")
+	next := []byte(`{"type":"ADDED","object":{"metadata":{"name":"a","managedFields":[]}}}` + "\n")
+	want := append(append([]byte{}, long...), `{"type":"ADDED","object":{"metadata":{"name":"a"}}}`+"\n"...)
+	for name, wrap := range map[string]func(io.Reader) io.Reader{"whole reads": nil, "half reads": iotest.HalfReader} {
+		t.Run(name, func(t *testing.T) {
+			got, err := io.ReadAll(throughURL(t, jobSetsURL, jsonWatchType, append(append([]byte{}, long...), next...), wrap))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("got %d bytes ending %q, want %d ending %q", len(got), got[max(0, len(got)-80):], len(want), want[len(want)-80:])
+			}
+		})
+	}
+}
+
+// "*" names an array's elements: a member of that name is copied, and a Cut that ends in it,
+// or names nothing, is refused.
+func TestStarIsNotAMemberName(t *testing.T) {
+	in := `{"object":{"spec":{"replicatedJobs":{"*":{"template":1}}}}}`
+	if out, ok := trimValue(nil, []byte(in), eventCuts(testCuts[schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}])); !ok || string(out) != in {
+		t.Errorf("got %q, %v; want %q unchanged", out, ok, in)
+	}
+	for _, c := range []Cut{{}, {"spec", "*"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("eventCuts(%q) did not panic", c)
+				}
+			}()
+			eventCuts([]Cut{c})
+		}()
 	}
 }

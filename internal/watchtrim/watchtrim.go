@@ -43,7 +43,8 @@ const (
 )
 
 // maxEvent is the largest event client-go's streaming decoder takes; it fails the watch on a
-// larger one, and so does the reader, before holding it in memory.
+// larger one, and so does the protobuf reader, before holding it in memory (the JSON reader
+// hands such a line out untrimmed, and client-go fails the watch).
 const maxEvent = 16 << 20
 
 // envelope starts every object the apiserver encodes as protobuf; a runtime.Unknown follows.
