@@ -214,40 +214,43 @@ func trimObject(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
 				return dst, 0, false
 			}
 		}
-		i = skipSpace(v, valueEnd)
-		if i >= len(v) {
-			return dst, 0, false
-		}
-		switch v[i] {
-		case ',':
-			i = skipSpace(v, i+1)
-		case '}':
-			return append(dst, '}'), i + 1, true
-		default:
-			return dst, 0, false
+		var closed bool
+		if i, closed, ok = following(v, valueEnd, '}'); !ok || closed {
+			return append(dst, '}'), i, ok
 		}
 	}
+}
+
+// following reads what follows a member or an element ending at v[i]: a comma, then it returns
+// where the next one starts, or close, then it returns where the object or array ends.
+func following(v []byte, i int, close byte) (next int, closed, ok bool) {
+	i = skipSpace(v, i)
+	switch {
+	case i >= len(v):
+		return 0, false, false
+	case v[i] == ',':
+		return skipSpace(v, i+1), false, true
+	case v[i] == close:
+		return i + 1, true, true
+	}
+	return 0, false, false
 }
 
 // member is what tree says of the member of the quoted name: a name spelled with escapes is
 // read as client-go's decoder reads it.
 func member(tree cuts, quoted []byte) (sub cuts, named, ok bool) {
 	name := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(name, '\\') < 0 {
-		if string(name) == "*" {
-			return nil, false, true // "*" stands for an array's elements, not a member
+	if bytes.IndexByte(name, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(quoted, &s); err != nil {
+			return nil, false, false
 		}
-		sub, named = tree[string(name)]
-		return sub, named, true
+		name = []byte(s)
 	}
-	var s string
-	if err := json.Unmarshal(quoted, &s); err != nil {
-		return nil, false, false
-	}
-	if s == "*" {
+	if string(name) == "*" {
 		return nil, false, true // "*" stands for an array's elements, not a member
 	}
-	sub, named = tree[s]
+	sub, named = tree[string(name)]
 	return sub, named, true
 }
 
@@ -279,21 +282,12 @@ func trimArray(dst, v []byte, i int, tree cuts) ([]byte, int, bool) {
 		if !first {
 			dst = append(dst, ',')
 		}
-		var ok bool
+		var ok, closed bool
 		if dst, i, ok = trimMember(dst, v, i, tree); !ok {
 			return dst, 0, false
 		}
-		i = skipSpace(v, i)
-		if i >= len(v) {
-			return dst, 0, false
-		}
-		switch v[i] {
-		case ',':
-			i = skipSpace(v, i+1)
-		case ']':
-			return append(dst, ']'), i + 1, true
-		default:
-			return dst, 0, false
+		if i, closed, ok = following(v, i, ']'); !ok || closed {
+			return append(dst, ']'), i, ok
 		}
 	}
 }

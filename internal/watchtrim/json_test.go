@@ -16,9 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
-	restwatch "k8s.io/client-go/rest/watch"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -81,30 +79,12 @@ func testJobSet() *jobsetv1alpha2.JobSet {
 
 // jsonStream is a JSON watch stream of the events, encoded as kube-apiserver does: one line each.
 func jsonStream(t testing.TB, evs ...watch.Event) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	enc := restwatch.NewEncoder(streaming.NewEncoder(&out, jsonObjects), jsonObjects)
-	for _, e := range evs {
-		if err := enc.Encode(&e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out.Bytes()
+	return encoded(t, func(w io.Writer) io.Writer { return w }, jsonObjects, jsonObjects, evs...)
 }
 
 // jsonDecode reads a JSON watch stream as client-go's reflector does.
 func jsonDecode(t testing.TB, body io.ReadCloser) ([]watch.Event, error) {
-	t.Helper()
-	framer := kjson.Framer.NewFrameReader(body)
-	dec := restwatch.NewDecoder(streaming.NewDecoder(framer, jsonObjects), jsonObjects)
-	var out []watch.Event
-	for {
-		typ, obj, err := dec.Decode()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, watch.Event{Type: typ, Object: obj})
-	}
+	return decoded(t, kjson.Framer.NewFrameReader(body), jsonObjects, jsonObjects)
 }
 
 func TestJobSetsArriveWithoutTemplatesOrManagedFieldsAndTheRestUnchanged(t *testing.T) {
@@ -121,19 +101,9 @@ func TestJobSetsArriveWithoutTemplatesOrManagedFieldsAndTheRestUnchanged(t *test
 		watch.Event{Type: watch.Error, Object: gone}, watch.Event{Type: watch.Modified, Object: testJobSet()})
 	want := []watch.Event{{Type: watch.Added, Object: trimmed}, {Type: watch.Bookmark, Object: bookmark},
 		{Type: watch.Error, Object: gone}, {Type: watch.Modified, Object: trimmed}}
-	for name, wrap := range map[string]func(io.Reader) io.Reader{
-		"whole reads": nil, "one byte at a time": iotest.OneByteReader, "half reads": iotest.HalfReader,
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, err := jsonDecode(t, throughURL(t, jobSetsURL, jsonWatchType, body, wrap))
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("the stream ended with %v, want io.EOF as it ended", err)
-			}
-			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("events (-want +got):\n%s", d)
-			}
-		})
-	}
+	readEachWay(t, want, func(wrap func(io.Reader) io.Reader) ([]watch.Event, error) {
+		return jsonDecode(t, throughURL(t, jobSetsURL, jsonWatchType, body, wrap))
+	})
 }
 
 // Any other custom resource's objects lose their managedFields alone: a JobSet's members are
@@ -248,63 +218,5 @@ func cut(v any, tree cuts) {
 // BenchmarkDecodeJobSetEvents is what client-go spends on each event of a stream of testJobSet,
 // as the apiserver sends it and trimmed.
 func BenchmarkDecodeJobSetEvents(b *testing.B) {
-	const n = 100
-	evs := make([]watch.Event, n)
-	for i := range evs {
-		evs[i] = watch.Event{Type: watch.Modified, Object: testJobSet()}
-	}
-	body := jsonStream(b, evs...)
-	for _, trimmed := range []bool{false, true} {
-		b.Run(map[bool]string{false: "as sent", true: "trimmed"}[trimmed], func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				var r io.ReadCloser = io.NopCloser(bytes.NewReader(body))
-				if trimmed {
-					r = throughURL(b, jobSetsURL, jsonWatchType, body, nil)
-				}
-				if got, err := jsonDecode(b, r); !errors.Is(err, io.EOF) || len(got) != n {
-					b.Fatal(len(got), err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
-		})
-	}
-}
-
-// A line too long to trim goes out as it came, however it is read, and the events after it are
-// trimmed again.
-func TestALineTooLongToTrimGoesAsItCameAndTheNextIsTrimmed(t *testing.T) {
-	long := []byte(`{"object":{"metadata":{"managedFields":"` + strings.Repeat("x", maxEvent) + `"}}}` + "\n")
-	next := []byte(`{"type":"ADDED","object":{"metadata":{"name":"a","managedFields":[]}}}` + "\n")
-	want := append(append([]byte{}, long...), `{"type":"ADDED","object":{"metadata":{"name":"a"}}}`+"\n"...)
-	for name, wrap := range map[string]func(io.Reader) io.Reader{"whole reads": nil, "half reads": iotest.HalfReader} {
-		t.Run(name, func(t *testing.T) {
-			got, err := io.ReadAll(throughURL(t, jobSetsURL, jsonWatchType, append(append([]byte{}, long...), next...), wrap))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("got %d bytes ending %q, want %d ending %q", len(got), got[max(0, len(got)-80):], len(want), want[len(want)-80:])
-			}
-		})
-	}
-}
-
-// "*" names an array's elements: a member of that name is copied, and a Cut that ends in it,
-// or names nothing, is refused.
-func TestStarIsNotAMemberName(t *testing.T) {
-	in := `{"object":{"spec":{"replicatedJobs":{"*":{"template":1}}}}}`
-	if out, ok := trimValue(nil, []byte(in), eventCuts(testCuts[schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}])); !ok || string(out) != in {
-		t.Errorf("got %q, %v; want %q unchanged", out, ok, in)
-	}
-	for _, c := range []Cut{{}, {"spec", "*"}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("eventCuts(%q) did not panic", c)
-				}
-			}()
-			eventCuts([]Cut{c})
-		}()
-	}
+	benchmarkDecode(b, testJobSet(), jsonStream, func(body []byte) io.ReadCloser { return throughURL(b, jobSetsURL, jsonWatchType, body, nil) }, jsonDecode)
 }

@@ -83,9 +83,20 @@ func testService() *corev1.Service {
 
 // stream is a protobuf watch stream of the events, framed and encoded as kube-apiserver does.
 func stream(t testing.TB, evs ...watch.Event) []byte {
+	return encoded(t, protobuf.LengthDelimitedFramer.NewFrameWriter, events, objects, evs...)
+}
+
+// decode reads a protobuf watch stream as client-go's reflector does.
+func decode(t testing.TB, body io.ReadCloser) ([]watch.Event, error) {
+	return decoded(t, protobuf.LengthDelimitedFramer.NewFrameReader(body), events, objects)
+}
+
+// encoded is a watch stream of the events: each framed by frame, encoded by events, its object
+// by objects.
+func encoded(t testing.TB, frame func(io.Writer) io.Writer, events, objects runtime.Encoder, evs ...watch.Event) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	enc := restwatch.NewEncoder(streaming.NewEncoder(protobuf.LengthDelimitedFramer.NewFrameWriter(&out), events), objects)
+	enc := restwatch.NewEncoder(streaming.NewEncoder(frame(&out), events), objects)
 	for _, e := range evs {
 		if err := enc.Encode(&e); err != nil {
 			t.Fatal(err)
@@ -94,10 +105,11 @@ func stream(t testing.TB, evs ...watch.Event) []byte {
 	return out.Bytes()
 }
 
-// decode reads a watch stream as client-go's reflector does.
-func decode(t testing.TB, body io.ReadCloser) ([]watch.Event, error) {
+// decoded reads the events of frames, each decoded by events, its object by objects, until the
+// stream ends.
+func decoded(t testing.TB, frames io.ReadCloser, events runtime.Decoder, objects runtime.Decoder) ([]watch.Event, error) {
 	t.Helper()
-	dec := restwatch.NewDecoder(streaming.NewDecoder(protobuf.LengthDelimitedFramer.NewFrameReader(body), events), objects)
+	dec := restwatch.NewDecoder(streaming.NewDecoder(frames, events), objects)
 	var out []watch.Event
 	for {
 		typ, obj, err := dec.Decode()
@@ -168,11 +180,20 @@ func TestPodsAndServicesArriveWithoutSpecOrManagedFieldsAndTheRestUnchanged(t *t
 		{Type: watch.Deleted, Object: trimmedPod},
 	}
 	body := stream(t, in...)
+	readEachWay(t, want, func(wrap func(io.Reader) io.Reader) ([]watch.Event, error) {
+		return decode(t, through(t, watchContentType, body, wrap))
+	})
+}
+
+// readEachWay checks that the events read, with the body read whole, a byte at a time and in
+// halves, are want, and that the stream ends as the body did.
+func readEachWay(t *testing.T, want []watch.Event, read func(wrap func(io.Reader) io.Reader) ([]watch.Event, error)) {
+	t.Helper()
 	for name, wrap := range map[string]func(io.Reader) io.Reader{
 		"whole reads": nil, "one byte at a time": iotest.OneByteReader, "half reads": iotest.HalfReader,
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := decode(t, through(t, watchContentType, body, wrap))
+			got, err := read(wrap)
 			if !errors.Is(err, io.EOF) {
 				t.Fatalf("the stream ended with %v, want io.EOF as it ended", err)
 			}
@@ -233,19 +254,25 @@ func TestAnEventLargerThanClientGoTakesFailsTheWatchBeforeItIsRead(t *testing.T)
 // BenchmarkDecodePodEvents is what client-go spends on each event of a stream of testPod, as
 // the apiserver sends it and trimmed.
 func BenchmarkDecodePodEvents(b *testing.B) {
+	benchmarkDecode(b, testPod(), stream, func(body []byte) io.ReadCloser { return through(b, watchContentType, body, nil) }, decode)
+}
+
+// benchmarkDecode measures decoding a stream of 100 events of obj, as encode sends it and
+// trimmed.
+func benchmarkDecode(b *testing.B, obj runtime.Object, encode func(testing.TB, ...watch.Event) []byte, trim func([]byte) io.ReadCloser, decode func(testing.TB, io.ReadCloser) ([]watch.Event, error)) {
 	const n = 100
 	evs := make([]watch.Event, n)
 	for i := range evs {
-		evs[i] = watch.Event{Type: watch.Modified, Object: testPod()}
+		evs[i] = watch.Event{Type: watch.Modified, Object: obj}
 	}
-	body := stream(b, evs...)
+	sent := encode(b, evs...)
 	for _, trimmed := range []bool{false, true} {
 		b.Run(map[bool]string{false: "as sent", true: "trimmed"}[trimmed], func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var r io.ReadCloser = io.NopCloser(bytes.NewReader(body))
+				var r io.ReadCloser = io.NopCloser(bytes.NewReader(sent))
 				if trimmed {
-					r = through(b, watchContentType, body, nil)
+					r = trim(sent)
 				}
 				if got, err := decode(b, r); !errors.Is(err, io.EOF) || len(got) != n {
 					b.Fatal(len(got), err)
