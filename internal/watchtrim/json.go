@@ -65,8 +65,8 @@ func jsonWatch(req *http.Request, contentType string) bool {
 	return w == "true" || w == "1"
 }
 
-// resourceOf is the group and resource a collection's URL path names: /api/v1/[namespaces/<ns>/]<resource>
-// or /apis/<group>/<version>/[namespaces/<ns>/]<resource>.
+// resourceOf is the group and resource a collection's URL path names:
+// /api/v1/[namespaces/<ns>/]<resource> or /apis/<group>/<version>/[namespaces/<ns>/]<resource>.
 func resourceOf(path string) schema.GroupResource {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
