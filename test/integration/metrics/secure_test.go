@@ -25,8 +25,7 @@ import (
 // TestSecureMetricsNeedAnAuthorizedToken runs the manager with --metrics-secure (the default
 // install's, see the release suite): /metrics is HTTPS, HTTP/1.1 only, refuses callers without a
 // token or with one the apiserver does not accept (401) and callers whose token may not get
-// /metrics (403), and answers a ServiceAccount
-// bound to the install's kiln-metrics-reader role.
+// /metrics (403), and answers a ServiceAccount bound to the install's kiln-metrics-reader role.
 func TestSecureMetricsNeedAnAuthorizedToken(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
