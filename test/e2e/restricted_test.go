@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,9 +34,16 @@ func TestEveryKindRunsWherePodSecurityIsRestricted(t *testing.T) {
 	})
 	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "as-written", Namespace: ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: builder.Image}}}}
-	if err := cluster.Client.Create(ctx, bare); err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
-		t.Fatalf("a pod without a securityContext: %v; want it refused by PodSecurity", err)
-	}
+	// PodSecurity admission reads the namespace's labels from the apiserver's informer, which
+	// learns of the update a moment later: until it refuses the bare pod (a dry run, which
+	// makes nothing), pods of the jobs below could be admitted unchecked.
+	testenv.Eventually(t, func() error {
+		err := cluster.Client.Create(ctx, bare.DeepCopy(), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
+			return fmt.Errorf("a pod without a securityContext: %v; want it refused by PodSecurity", err)
+		}
+		return nil
+	})
 
 	jobs := []struct {
 		job  *builder.Job
