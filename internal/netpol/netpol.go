@@ -88,18 +88,19 @@ func ValidatePeers(from []networkingv1.NetworkPolicyPeer, path *field.Path) fiel
 }
 
 // validateIPBlock parses CIDRs strictly, as the apiserver does a NetworkPolicy's since
-// Kubernetes 1.37 (no leading zeros: the fuzz saw 010.0.0.0/8 refused).
+// Kubernetes 1.37 (no leading zeros: the fuzz saw 010.0.0.0/8 refused; no address bits past the
+// prefix: it saw 10.0.0.8/8 refused).
 func validateIPBlock(b *networkingv1.IPBlock, path *field.Path) field.ErrorList {
-	_, block, err := net.ParseCIDR(b.CIDR)
-	if err != nil {
-		return field.ErrorList{field.Invalid(path.Child("cidr"), b.CIDR, "must be a CIDR such as 10.0.0.0/8")}
+	block, problem := strictCIDR(b.CIDR)
+	if problem != "" {
+		return field.ErrorList{field.Invalid(path.Child("cidr"), b.CIDR, problem+" such as 10.0.0.0/8")}
 	}
 	var errs field.ErrorList
 	size, _ := block.Mask.Size()
 	for i, e := range b.Except {
-		_, except, err := net.ParseCIDR(e)
-		if err != nil {
-			errs = append(errs, field.Invalid(path.Child("except").Index(i), e, "must be a CIDR such as 10.1.0.0/16"))
+		except, problem := strictCIDR(e)
+		if problem != "" {
+			errs = append(errs, field.Invalid(path.Child("except").Index(i), e, problem+" such as 10.1.0.0/16"))
 			continue
 		}
 		if n, _ := except.Mask.Size(); !block.Contains(except.IP) || n <= size {
@@ -107,6 +108,20 @@ func validateIPBlock(b *networkingv1.IPBlock, path *field.Path) field.ErrorList 
 		}
 	}
 	return errs
+}
+
+// strictCIDR is the network of cidr, or what is wrong with it ("must be a CIDR", "must be the
+// CIDR <network>" when address bits are set past the prefix), for a message that goes on with
+// an example.
+func strictCIDR(cidr string) (*net.IPNet, string) {
+	ip, block, err := net.ParseCIDR(cidr)
+	switch {
+	case err != nil:
+		return nil, "must be a CIDR"
+	case !ip.Equal(block.IP):
+		return nil, fmt.Sprintf("must have no address bits past the prefix (%s), a network", block)
+	}
+	return block, ""
 }
 
 var dnsPort, tcp, udp = intstr.FromInt32(53), corev1.ProtocolTCP, corev1.ProtocolUDP
@@ -126,8 +141,8 @@ func Egress(v string) ([]networkingv1.NetworkPolicyEgressRule, error) {
 				cidr, port, hasPort = strings.Trim(entry[:i+1], "[]"), entry[i+2:], true
 			}
 		}
-		if _, _, err := net.ParseCIDR(cidr); err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR with an optional port: write e.g. 10.0.0.0/8 or 0.0.0.0/0:443", entry)
+		if _, problem := strictCIDR(cidr); problem != "" {
+			return nil, fmt.Errorf("%q %s: write a CIDR with an optional port, e.g. 10.0.0.0/8 or 0.0.0.0/0:443", entry, problem)
 		}
 		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}}}
 		if hasPort {

@@ -18,7 +18,7 @@ func TestEgress(t *testing.T) {
 		rules[1].Ports[0].Port.IntValue() != 443 || rules[2].To[0].IPBlock.CIDR != "2001:db8::/32" || rules[2].Ports[0].Port.IntValue() != 8443 {
 		t.Errorf("rules %+v", rules)
 	}
-	for _, bad := range []string{"s3.amazonaws.com", "10.0.0.0/8:http", "10.0.0.0/8:70000", "10.0.0.1"} {
+	for _, bad := range []string{"s3.amazonaws.com", "10.0.0.0/8:http", "10.0.0.0/8:70000", "10.0.0.1", "10.0.0.8/8:443"} {
 		if _, err := Egress(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -28,7 +28,7 @@ func TestEgress(t *testing.T) {
 func TestValidateNamesTheAnnotation(t *testing.T) {
 	errs := Validate(map[string]string{Annotation: "closed", EgressAnnotation: "example.com"})
 	if len(errs) != 2 || !strings.Contains(errs.ToAggregate().Error(), `metadata.annotations[kiln.dev/network-policy]: Unsupported value: "closed"`) ||
-		!strings.Contains(errs.ToAggregate().Error(), "write e.g. 10.0.0.0/8 or 0.0.0.0/0:443") {
+		!strings.Contains(errs.ToAggregate().Error(), "with an optional port, e.g. 10.0.0.0/8 or 0.0.0.0/0:443") {
 		t.Errorf("errors: %v", errs)
 	}
 	if errs := Validate(map[string]string{Annotation: Isolated, EgressAnnotation: "0.0.0.0/0:443"}); len(errs) != 0 {
@@ -58,6 +58,8 @@ func TestValidatePeers(t *testing.T) {
 		{networkingv1.NetworkPolicyPeer{PodSelector: sel("app"), IPBlock: block("10.0.0.0/8")}, "from[0].ipBlock: Forbidden"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.1")}, "from[0].ipBlock.cidr"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("010.0.0.0/8")}, "from[0].ipBlock.cidr"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.8/8")}, "from[0].ipBlock.cidr: Invalid value: \"10.0.0.8/8\": must have no address bits past the prefix (10.0.0.0/8)"},
+		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "10.1.0.1/16")}, "from[0].ipBlock.except[0]"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "192.168.0.0/16")}, "from[0].ipBlock.except[0]"},
 		{networkingv1.NetworkPolicyPeer{IPBlock: block("10.0.0.0/8", "10.0.0.0/8")}, "from[0].ipBlock.except[0]"},
 	} {
