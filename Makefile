@@ -15,6 +15,11 @@ LDFLAGS = -X github.com/kiln-ml/kiln/internal/version.Version=$(VERSION) -X gith
 GO_TEST_FLAGS ?= -count=1
 FUZZ_BUDGET ?= 10000x
 
+# The APIs whose CRDs config/crd/bases holds. KServe's (api/serving.kserve.io) go to config/crd/kserve
+# without descriptions, as KServe generates them: with them, the InferenceService CRD is too large
+# for a client-side kubectl apply.
+KILN_API_PATHS = ./api/kubeflow.org/...;./api/serving/...;./api/trainer.kubeflow.org/...;./api/training/...
+
 .PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run bench release
 all: build
 
@@ -28,7 +33,9 @@ tools: ## Build (once) every pinned control-plane, add-on and generator binary a
 generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations from the Go types and markers, and the chart's copies of them.
 	@cg=$$(bash hack/tools.sh generate)/controller-gen; \
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/...; \
-	$$cg crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases; \
+	$$cg crd:generateEmbeddedObjectMeta=true paths="$(KILN_API_PATHS)" output:crd:artifacts:config=config/crd/bases; \
+	$$cg crd:generateEmbeddedObjectMeta=true,maxDescLen=0 paths=./api/serving.kserve.io/... output:crd:artifacts:config=config/crd/kserve; \
+	$(GO) run ./hack/kserve-crds config/crd/kserve/serving.kserve.io_inferenceservices.yaml; \
 	$(GO) run ./hack/crd-descriptions config/crd/bases/*.yaml; \
 	$(GO) run ./hack/webhook-manifests config/webhook/manifests.yaml config/crd/bases/*.yaml; \
 	$$cg rbac:roleName=kiln-manager paths=./internal/... output:rbac:artifacts:config=config/rbac; \
