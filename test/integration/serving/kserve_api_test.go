@@ -1,0 +1,173 @@
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
+	"github.com/kiln-ml/kiln/internal/kserve"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// kiln's refusals of the parts of KServe's API it does not serve, by the field they name.
+var kserveRefusals = []string{
+	"spec.transformer: kiln serves KServe's predictor only",
+	"spec.explainer: kiln serves KServe's predictor only",
+	"spec.predictor.workerSpec: multi-node serving is not served by kiln",
+}
+
+// createStrictly dry-runs the creation of o with strict field validation: the apiserver refuses a
+// field kiln's schema does not know instead of dropping it, and stores nothing.
+func createStrictly(ctx context.Context, o *unstructured.Unstructured) error {
+	return env.Client.Create(ctx, o.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))
+}
+
+// TestKServesOwnManifestsAreKeptAsWritten: KServe v0.20's runtime manifests and every
+// InferenceService of its v1beta1 samples are accepted with every field they set, or refused
+// naming a part of KServe kiln does not serve; its sklearn and rollout samples are accepted.
+func TestKServesOwnManifestsAreKeptAsWritten(t *testing.T) {
+	env.InstallCRDs(t, testenv.KServeCRDs())
+	ctx := context.Background()
+	runtimes := testenv.KServeManifests(t, "runtimes")
+	if len(runtimes) < 10 {
+		t.Fatalf("read %d of KServe's runtime manifests, want its 15", len(runtimes))
+	}
+	for _, r := range runtimes {
+		if err := createStrictly(ctx, r); err != nil {
+			t.Errorf("KServe's %s %s is refused: %v", r.GetKind(), r.GetName(), err)
+		}
+	}
+
+	pickFromKServesRuntimes(t, runtimes)
+
+	ns := env.Namespace(t)
+	isvcs := func(sub string) []*unstructured.Unstructured {
+		objs := slices.DeleteFunc(testenv.KServeManifests(t, sub), func(o *unstructured.Unstructured) bool {
+			return o.GetAPIVersion() != "serving.kserve.io/v1beta1" || o.GetKind() != "InferenceService"
+		})
+		for _, o := range objs {
+			o.SetNamespace(ns)
+		}
+		return objs
+	}
+	for _, sub := range []string{"samples/sklearn/v1/sklearn.yaml", "samples/rollout/default.yaml", "samples/rollout/canary.yaml"} {
+		objs := isvcs(sub)
+		if len(objs) != 1 {
+			t.Fatalf("%s holds %d InferenceServices, want 1", sub, len(objs))
+		}
+		if err := createStrictly(ctx, objs[0]); err != nil {
+			t.Errorf("KServe's %s is refused: %v", sub, err)
+		}
+	}
+
+	// Samples KServe's own CRD refuses too (read from it, v0.20.0).
+	upstreamMistakes := map[string]string{"torchserve-bloom-560m": `spec.nodeName, a field KServe's schema has under spec.predictor only`}
+	var accepted, refused int
+	for _, o := range isvcs("samples") {
+		err := createStrictly(ctx, o)
+		switch {
+		case upstreamMistakes[o.GetName()] != "" && err != nil:
+			t.Logf("KServe's sample %s is refused, as by KServe: %s", o.GetName(), upstreamMistakes[o.GetName()])
+		case err == nil:
+			accepted++
+		case slices.ContainsFunc(kserveRefusals, func(r string) bool { return strings.Contains(err.Error(), r) }):
+			refused++
+		default:
+			t.Errorf("KServe's sample InferenceService %s is refused, not for a part kiln does not serve: %v", o.GetName(), err)
+		}
+	}
+	t.Logf("of KServe's v1beta1 sample InferenceServices, %d accepted, %d refused for a part kiln does not serve", accepted, refused)
+	if accepted < 30 {
+		t.Errorf("%d of KServe's samples accepted, want most of its 55", accepted)
+	}
+}
+
+// TestKServeInferenceServicesOutOfBoundsAreRefusedNamingTheField: what would make objects the
+// apiserver refuses, or that kiln does not serve, is refused at admission by the CRD's own rules.
+func TestKServeInferenceServicesOutOfBoundsAreRefusedNamingTheField(t *testing.T) {
+	env.InstallCRDs(t, testenv.KServeCRDs())
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	isvc := func(name string, predictor map[string]any, more map[string]any) *unstructured.Unstructured {
+		spec := map[string]any{"predictor": predictor}
+		for k, v := range more {
+			spec[k] = v
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
+	}
+	sklearn := func() map[string]any {
+		return map[string]any{"sklearn": map[string]any{"storageUri": "gs://kfserving-examples/models/sklearn/1.0/model"}}
+	}
+	with := func(p map[string]any, k string, v any) map[string]any { p[k] = v; return p }
+	if err := createStrictly(ctx, isvc("fine", sklearn(), nil)); err != nil {
+		t.Fatalf("a plain sklearn InferenceService is refused: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		obj  *unstructured.Unstructured
+		want string
+	}{
+		{"a name too long for its Service", isvc(strings.Repeat("a", 54), sklearn(), nil), "metadata.name must be a DNS-1035 label of at most 53 characters"},
+		{"a predictor name too long for its Service", isvc(strings.Repeat("a", 40), with(sklearn(), "name", strings.Repeat("b", 13)), nil), "spec.predictor.name: <name>-<predictor.name>-predictor"},
+		{"a canary name too long for its Service", isvc(strings.Repeat("a", 40), sklearn(), map[string]any{"canary": []any{map[string]any{"trafficPercent": int64(10), "predictor": with(sklearn(), "name", strings.Repeat("c", 13))}}}), "spec.canary[].predictor.name"},
+		{"maxReplicas below minReplicas", isvc("scale", with(with(sklearn(), "minReplicas", int64(3)), "maxReplicas", int64(2)), nil), "spec.predictor.maxReplicas must be at least spec.predictor.minReplicas"},
+		{"a transformer", isvc("tr", sklearn(), map[string]any{"transformer": map[string]any{"containers": []any{}}}), kserveRefusals[0]},
+		{"an explainer", isvc("ex", sklearn(), map[string]any{"explainer": map[string]any{}}), kserveRefusals[1]},
+		{"multi-node workers", isvc("mn", with(sklearn(), "workerSpec", map[string]any{"tensorParallelSize": int64(2)}), nil), kserveRefusals[2]},
+		{"a canary above 100%", isvc("c", sklearn(), map[string]any{"canary": []any{map[string]any{"trafficPercent": int64(101), "predictor": map[string]any{"name": "v2"}}}}), "spec.canary[0].trafficPercent"},
+		{"an unknown protocol", isvc("p", map[string]any{"sklearn": map[string]any{"protocolVersion": "v3"}}, nil), "spec.predictor.sklearn.protocolVersion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := createStrictly(ctx, tc.obj)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create = %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// pickFromKServesRuntimes: among KServe's own runtimes, kiln picks for each format what KServe's
+// rules pick.
+func pickFromKServesRuntimes(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var csrs []kservev1alpha1.ClusterServingRuntime
+	for _, o := range objs {
+		var r kservev1alpha1.ClusterServingRuntime
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &r, true); err != nil {
+			t.Fatalf("KServe's runtime %s does not decode into kiln's type: %v", o.GetName(), err)
+		}
+		csrs = append(csrs, r)
+	}
+	for _, tc := range []struct{ predictor, want string }{
+		{`{"sklearn":{}}`, "kserve-sklearnserver"},
+		{`{"xgboost":{}}`, "kserve-xgbserver"},
+		{`{"lightgbm":{}}`, "kserve-lgbserver"},
+		{`{"tensorflow":{}}`, "kserve-tensorflow-serving"},
+		{`{"pytorch":{}}`, "kserve-torchserve"},
+		{`{"onnx":{}}`, "kserve-tritonserver"},
+		{`{"triton":{}}`, "kserve-tritonserver"},
+		{`{"huggingface":{}}`, "kserve-huggingfaceserver"},
+		{`{"model":{"modelFormat":{"name":"sklearn"},"protocolVersion":"v2"}}`, "kserve-mlserver"},
+		{`{"model":{"modelFormat":{"name":"vLLM"}}}`, "kserve-vllmserver"},
+		{`{"model":{"modelFormat":{"name":"onnx"},"protocolVersion":"v2"}}`, "kserve-tritonserver"},
+	} {
+		var p kservev1beta1.PredictorSpec
+		if err := json.Unmarshal([]byte(tc.predictor), &p); err != nil {
+			t.Fatal(err)
+		}
+		got, err := kserve.Pick(kserve.ModelOf(&p), nil, kserve.Clustered(csrs))
+		if err != nil || got.Name != tc.want || !got.Cluster {
+			t.Errorf("for predictor %s kiln picks %q, %v; KServe's rules pick ClusterServingRuntime %s", tc.predictor, got.Name, err, tc.want)
+		}
+	}
+}
