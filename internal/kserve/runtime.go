@@ -42,14 +42,6 @@ func Clustered(rs []kservev1alpha1.ClusterServingRuntime) []Runtime {
 	return out
 }
 
-// NoRuntime says why no runtime serves a model: KServe's failure reason and what to do.
-type NoRuntime struct {
-	Reason  kservev1beta1.FailureReason
-	Message string
-}
-
-func (e *NoRuntime) Error() string { return e.Message }
-
 // Pick is the runtime that serves model m, by KServe's rules. A runtime the model names is looked
 // up in the namespace, then in the cluster, and must be enabled, speak the model's protocol (when
 // the model gives one) and list its format. Otherwise the runtimes that are enabled, single-model,
@@ -57,7 +49,7 @@ func (e *NoRuntime) Error() string { return e.Message }
 // candidates: the namespace's before the cluster's, each ordered by the format's priority (set
 // before unset, higher first), then by the lowest protocol they speak (v1 first), the newest,
 // and the name. Where KServe leaves ties of priority in no set order, kiln keeps that order.
-// The error is a *NoRuntime.
+// The error is a *Failure.
 func Pick(m *kservev1beta1.ModelSpec, namespaced, cluster []Runtime) (Runtime, error) {
 	if m.Runtime != nil {
 		return named(m, *m.Runtime, namespaced, cluster)
@@ -78,7 +70,7 @@ func Pick(m *kservev1beta1.ModelSpec, namespaced, cluster []Runtime) (Runtime, e
 		found = append(found, ok...)
 	}
 	if len(found) == 0 {
-		return Runtime{}, &NoRuntime{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
+		return Runtime{}, &Failure{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
 			"no runtime serves model format %s with protocol %s: no enabled, single-model ServingRuntime of the namespace or ClusterServingRuntime lists the format with autoSelect: true; install one (kiln's install has KServe's runtimes) or name one in spec.predictor.model.runtime",
 			formatOf(m.ModelFormat), proto)}
 	}
@@ -95,19 +87,19 @@ func named(m *kservev1beta1.ModelSpec, name string, namespaced, cluster []Runtim
 	case j >= 0:
 		r = cluster[j]
 	default:
-		return Runtime{}, &NoRuntime{kservev1beta1.RuntimeNotRecognized, fmt.Sprintf(
+		return Runtime{}, &Failure{kservev1beta1.RuntimeNotRecognized, fmt.Sprintf(
 			"spec.predictor.model.runtime: no ServingRuntime %q in the namespace and no ClusterServingRuntime %q; waiting for it to be created", name, name)}
 	}
 	kind := r.kind()
 	switch {
 	case disabled(r.Spec):
-		return Runtime{}, &NoRuntime{kservev1beta1.RuntimeDisabled, fmt.Sprintf(
+		return Runtime{}, &Failure{kservev1beta1.RuntimeDisabled, fmt.Sprintf(
 			"spec.predictor.model.runtime: %s %s is disabled (spec.disabled); enable it or name another runtime", kind, name)}
 	case m.ProtocolVersion != nil && !speaks(r.Spec, *m.ProtocolVersion):
-		return Runtime{}, &NoRuntime{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
+		return Runtime{}, &Failure{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
 			"spec.predictor.model.protocolVersion: %s %s does not speak %s (it speaks %s); change the protocol or the runtime", kind, name, *m.ProtocolVersion, protocols(r.Spec))}
 	case !lists(r.Spec, m.ModelFormat, false):
-		return Runtime{}, &NoRuntime{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
+		return Runtime{}, &Failure{kservev1beta1.NoSupportingRuntime, fmt.Sprintf(
 			"spec.predictor.model.modelFormat: %s %s does not serve model format %s; name a runtime that lists it in spec.supportedModelFormats", kind, name, formatOf(m.ModelFormat))}
 	}
 	return r, nil

@@ -160,7 +160,7 @@ func TestPickFollowsKServesRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Pick(tc.model, tc.namespaced, tc.cluster)
 			if tc.wantReason != "" {
-				var no *NoRuntime
+				var no *Failure
 				if !errors.As(err, &no) || no.Reason != tc.wantReason || !strings.Contains(no.Message, tc.wantIn) {
 					t.Fatalf("Pick = %q, %v; want a %s refusal saying %q", got.Name, err, tc.wantReason, tc.wantIn)
 				}
