@@ -3,16 +3,20 @@ package serving
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
 	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/kserve"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -170,4 +174,61 @@ func pickFromKServesRuntimes(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("for predictor %s kiln picks %q, %v; KServe's rules pick ClusterServingRuntime %s", tc.predictor, got.Name, err, tc.want)
 		}
 	}
+}
+
+// TestKilnsRuntimesAreKServesWithPinnedImages: the ClusterServingRuntimes kiln installs are
+// KServe's default single-model runtimes, field for field but for their images, which are pinned;
+// the apiserver takes them as written.
+func TestKilnsRuntimesAreKServesWithPinnedImages(t *testing.T) {
+	env.InstallCRDs(t, testenv.KServeCRDs())
+	ctx := context.Background()
+	decode := func(objs []*unstructured.Unstructured) map[string]kservev1alpha1.ClusterServingRuntime {
+		out := map[string]kservev1alpha1.ClusterServingRuntime{}
+		for _, o := range objs {
+			var r kservev1alpha1.ClusterServingRuntime
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &r, true); err != nil {
+				t.Fatalf("runtime %s: %v", o.GetName(), err)
+			}
+			out[r.Name] = r
+		}
+		return out
+	}
+	theirs := decode(testenv.KServeManifests(t, "runtimes"))
+	objs, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := decode(objs)
+	for _, o := range objs {
+		if err := createStrictly(ctx, o); err != nil {
+			t.Errorf("kiln's %s is refused: %v", o.GetName(), err)
+		}
+	}
+	for name, their := range theirs {
+		our, ok := ours[name]
+		if their.Spec.WorkerSpec != nil {
+			if ok {
+				t.Errorf("kiln installs %s, a multi-node runtime, which it does not serve", name)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("kiln does not install KServe's runtime %s", name)
+			continue
+		}
+		for i := range our.Spec.Containers {
+			image := our.Spec.Containers[i].Image
+			if tag := image[strings.LastIndex(image, ":")+1:]; strings.Contains(image, "latest") || strings.Contains(tag, "/") || !strings.Contains(image, ":") {
+				t.Errorf("%s's image %s is not pinned to a release", name, image)
+			}
+			our.Spec.Containers[i].Image = their.Spec.Containers[i].Image
+		}
+		if d := cmp.Diff(their.Spec, our.Spec); d != "" || !maps.Equal(their.Annotations, our.Annotations) {
+			t.Errorf("kiln's %s differs from KServe's but for its image (-KServe's +kiln's):\n%s%v %v", name, d, their.Annotations, our.Annotations)
+		}
+	}
+	if len(ours) != len(theirs)-1 {
+		t.Errorf("kiln installs %d runtimes, want KServe's %d but the multi-node one", len(ours), len(theirs))
+	}
+	pickFromKServesRuntimes(t, objs)
 }
