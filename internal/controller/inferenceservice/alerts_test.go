@@ -14,7 +14,7 @@ import (
 // alert is the expression of the named alert of the InferenceService's PrometheusRule.
 func alert(t *testing.T, i *servingv1alpha1.InferenceService, name string) string {
 	t.Helper()
-	groups := desiredPrometheusRule(i).Object["spec"].(map[string]any)["groups"].([]any)
+	groups := desiredPrometheusRule(endpointOf(i)).Object["spec"].(map[string]any)["groups"].([]any)
 	for _, r := range groups[0].(map[string]any)["rules"].([]any) {
 		if r.(map[string]any)["alert"] == name {
 			return r.(map[string]any)["expr"].(string)
@@ -63,8 +63,8 @@ eval instant at 10m %s
 	// A server whose metrics kiln does not know gets no error-rate alert (one that could never
 	// fire) and no ServiceMonitor.
 	custom := &servingv1alpha1.InferenceService{Spec: servingv1alpha1.InferenceServiceSpec{Framework: servingv1alpha1.FrameworkCustom, Image: "x"}}
-	if e := alert(t, custom, "InferenceServiceHighErrorRate"); e != "" || desiredServiceMonitor(custom) != nil {
-		t.Errorf("custom server: error-rate alert %q, ServiceMonitor %v", e, desiredServiceMonitor(custom))
+	if e := alert(t, custom, "InferenceServiceHighErrorRate"); e != "" || desiredServiceMonitor(endpointOf(custom)) != nil {
+		t.Errorf("custom server: error-rate alert %q, ServiceMonitor %v", e, desiredServiceMonitor(endpointOf(custom)))
 	}
 	if !strings.Contains(alert(t, custom, "InferenceServiceReplicasUnavailable"), "kube_deployment_status_replicas_unavailable") {
 		t.Error("custom server: no replica alert")

@@ -17,10 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
-	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
-	"github.com/kiln-ml/kiln/internal/gpu"
-	"github.com/kiln-ml/kiln/internal/kueue"
-	"github.com/kiln-ml/kiln/internal/modeluri"
 	"github.com/kiln-ml/kiln/internal/netpol"
 	"github.com/kiln-ml/kiln/internal/podsecurity"
 )
@@ -36,127 +32,46 @@ const (
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
 
 // predictorName is the Deployment and Service of one version.
-func predictorName(isvc *servingv1alpha1.InferenceService, version string) string {
+func predictorName(e *endpoint, version string) string {
 	if version == canary {
-		return isvc.Name + "-predictor-canary"
+		return e.name + "-predictor-canary"
 	}
-	return isvc.Name + "-predictor"
+	return e.name + "-predictor"
 }
 
-func selector(isvc *servingv1alpha1.InferenceService, version string) map[string]string {
-	l := map[string]string{LabelService: isvc.Name}
+func selector(e *endpoint, version string) map[string]string {
+	l := map[string]string{LabelService: e.name}
 	if version != "" {
 		l[LabelVersion] = version
 	}
 	return l
 }
 
-func objectMeta(isvc *servingv1alpha1.InferenceService, name, version string) metav1.ObjectMeta {
-	yes := true
-	return metav1.ObjectMeta{
-		Name: name, Namespace: isvc.Namespace, Labels: selector(isvc, version),
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: servingv1beta1.GroupVersion.String(), Kind: "InferenceService", // the stored version
-			Name: isvc.Name, UID: isvc.UID, Controller: &yes, BlockOwnerDeletion: &yes}},
-	}
+func objectMeta(e *endpoint, name, version string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: selector(e, version), OwnerReferences: []metav1.OwnerReference{e.owner}}
 }
 
 // desiredDeployment runs one version of the model. replicas nil leaves the count to an
 // autoscaler (HPA or KEDA), which then owns it.
-func desiredDeployment(isvc *servingv1alpha1.InferenceService, version, modelURI, fetchImage string, replicas *int32) *appsv1.Deployment {
-	s := serverOf(isvc)
-	labels := selector(isvc, version)
-	pod := podSpec(isvc, predictor(isvc, s))
-	mountModel(&pod, modelURI, fetchImage, isvc.Spec.Storage)
-	meta := objectMeta(isvc, predictorName(isvc, version), version)
-	podLabels, podAnnotations := map[string]string{}, map[string]string{}
-	if o := isvc.Spec.Pod; o != nil {
-		maps.Copy(podLabels, o.Labels)
-		maps.Copy(podAnnotations, o.Annotations)
+func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Deployment {
+	meta := objectMeta(e, predictorName(e, version), version)
+	tmpl := *e.of(version).template.DeepCopy()
+	if tmpl.Labels == nil {
+		tmpl.Labels = map[string]string{}
 	}
-	maps.Copy(podLabels, selector(isvc, version))
+	maps.Copy(tmpl.Labels, selector(e, version))
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
-	kueue.CopyLabels(isvc.Labels, meta.Labels)
-	kueue.CopyLabels(isvc.Labels, podLabels)
-	// The model URI, without its secrets, in an annotation: changing it rolls the Deployment (as
-	// does a new signature of a pre-signed URL, through the fetch container's environment).
-	podAnnotations[modelURIAnnotation] = modeluri.Redact(modelURI)
+	maps.Copy(meta.Labels, e.queue)
+	maps.Copy(tmpl.Labels, e.queue)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
-				Spec:       pod,
-			},
+			Selector: &metav1.LabelSelector{MatchLabels: selector(e, version)},
+			Template: tmpl,
 		},
 	}
-}
-
-func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Container {
-	r := isvc.Spec.Resources
-	req, lim := corev1.ResourceList{}, corev1.ResourceList{}
-	set := func(l corev1.ResourceList, name corev1.ResourceName, q *resource.Quantity) {
-		if q != nil {
-			l[name] = *q
-		}
-	}
-	set(req, corev1.ResourceCPU, r.CPURequest)
-	set(req, corev1.ResourceMemory, r.MemoryRequest)
-	set(lim, corev1.ResourceCPU, r.CPULimit)
-	set(lim, corev1.ResourceMemory, r.MemoryLimit)
-	if isvc.Spec.GPUPerReplica > 0 {
-		lim[gpu.Resource(isvc.Spec.GPUResource)] = *resource.NewQuantity(int64(isvc.Spec.GPUPerReplica), resource.DecimalSI)
-	}
-	c := corev1.Container{
-		Name: "predictor", Image: s.image,
-		Args:           append(serverArgs(isvc, s), isvc.Spec.Args...),
-		Env:            s.env,
-		Ports:          containerPorts(s),
-		StartupProbe:   s.startupProbe(ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)),
-		ReadinessProbe: s.probe(s.ready),
-		LivenessProbe:  s.probe(s.live),
-		Resources:      corev1.ResourceRequirements{Requests: req, Limits: lim},
-		VolumeMounts:   []corev1.VolumeMount{{Name: "model", MountPath: ModelDir, ReadOnly: true}},
-	}
-	if o := isvc.Spec.Pod; o != nil {
-		c.Env = append(slices.Clone(c.Env), o.Env...)
-		c.EnvFrom, c.SecurityContext = o.EnvFrom, o.ContainerSecurityContext
-	}
-	return c
-}
-
-// containerPorts are the serving port and, when the server publishes metrics on another, that.
-func containerPorts(s server) []corev1.ContainerPort {
-	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: s.port}}
-	if s.metrics.port != 0 && s.metrics.port != s.port {
-		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: s.metrics.port})
-	}
-	return ports
-}
-
-// serverArgs are the framework's arguments for the spec: TorchServe without token authorization
-// only when spec.tokenAuth says Disabled.
-func serverArgs(isvc *servingv1alpha1.InferenceService, s server) []string {
-	args := s.args(s.port, isvc.Spec.GPUPerReplica)
-	if isvc.Spec.Framework == servingv1alpha1.FrameworkTorchServe && isvc.Spec.TokenAuth == "Disabled" {
-		args = append(args, "--disable-token-auth")
-	}
-	return args
-}
-
-// podSpec is the pod of a replica running server, shaped by spec.pod; replicas asking for GPUs
-// tolerate the GPU resource's taint.
-func podSpec(isvc *servingv1alpha1.InferenceService, server corev1.Container) corev1.PodSpec {
-	pod := corev1.PodSpec{Containers: []corev1.Container{server}}
-	if o := isvc.Spec.Pod; o != nil {
-		pod.NodeSelector, pod.Tolerations, pod.Affinity = o.NodeSelector, o.Tolerations, o.Affinity
-		pod.ServiceAccountName, pod.ImagePullSecrets, pod.SecurityContext = o.ServiceAccountName, o.ImagePullSecrets, o.SecurityContext
-		pod.RuntimeClassName, pod.PriorityClassName = o.RuntimeClassName, o.PriorityClassName
-	}
-	pod.Tolerations = gpu.Tolerations(pod.Tolerations, gpu.Resource(isvc.Spec.GPUResource), isvc.Spec.GPUPerReplica)
-	return pod
 }
 
 // DefaultStartupTimeoutSeconds is how long a replica may load its model unless the spec says.
@@ -219,27 +134,26 @@ var DefaultModelSizeLimit = resource.MustParse("50Gi")
 // desiredService is the stable Service <name> (version ""; it selects every version, so replica
 // counts split the traffic, or the one version that takes all of it) or a version's Service.
 // A per-version Service also names the metrics port, for the ServiceMonitor.
-func desiredService(isvc *servingv1alpha1.InferenceService, name, version string, selects string) *corev1.Service {
-	s := serverOf(isvc)
-	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(s.port)}}
-	if version != "" && s.metrics.port != 0 && s.metrics.port != s.port {
-		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: s.metrics.port, TargetPort: intstr.FromString("metrics")})
+func desiredService(e *endpoint, name, version string, selects string) *corev1.Service {
+	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(e.port)}}
+	if version != "" && e.metrics.port != 0 && e.metrics.port != e.port {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: e.metrics.port, TargetPort: intstr.FromString("metrics")})
 	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: objectMeta(isvc, name, version),
-		Spec:       corev1.ServiceSpec{Selector: selector(isvc, selects), Ports: ports},
+		ObjectMeta: objectMeta(e, name, version),
+		Spec:       corev1.ServiceSpec{Selector: selector(e, selects), Ports: ports},
 	}
 }
 
 // desiredHPA scales one version's Deployment between min and max on CPU.
-func desiredHPA(isvc *servingv1alpha1.InferenceService, version string, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
+func desiredHPA(e *endpoint, version string, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
 	target := int32(80)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
-		ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version),
+		ObjectMeta: objectMeta(e, predictorName(e, version), version),
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(isvc, version)},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(e, version)},
 			MinReplicas:    &min, MaxReplicas: max,
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
 				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}},
@@ -249,13 +163,12 @@ func desiredHPA(isvc *servingv1alpha1.InferenceService, version string, min, max
 
 // unstructuredOf builds an object of an API kiln does not import (Gateway API, KEDA, Prometheus
 // Operator) with the InferenceService's metadata.
-func unstructuredOf(isvc *servingv1alpha1.InferenceService, apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
-	m := objectMeta(isvc, name, "")
-	owner := m.OwnerReferences[0]
+func unstructuredOf(e *endpoint, apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {
+	owner := e.owner
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{
-			"name": name, "namespace": isvc.Namespace, "labels": map[string]any{LabelService: isvc.Name},
+			"name": name, "namespace": e.namespace, "labels": map[string]any{LabelService: e.name},
 			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name,
 				"uid": string(owner.UID), "controller": true, "blockOwnerDeletion": true}},
 		},
@@ -265,24 +178,25 @@ func unstructuredOf(isvc *servingv1alpha1.InferenceService, apiVersion, kind, na
 
 // desiredHTTPRoute splits requests for the stable Service between the versions' Services by
 // weight (Gateway API for a mesh: the route's parent is the Service itself).
-func desiredHTTPRoute(isvc *servingv1alpha1.InferenceService, canaryPercent int32) *unstructured.Unstructured {
+func desiredHTTPRoute(e *endpoint) *unstructured.Unstructured {
+	canaryPercent := e.canaryPercent
 	backend := func(version string, weight int32) any {
-		return map[string]any{"name": predictorName(isvc, version), "port": int64(80), "weight": int64(weight)}
+		return map[string]any{"name": predictorName(e, version), "port": int64(80), "weight": int64(weight)}
 	}
-	return unstructuredOf(isvc, "gateway.networking.k8s.io/v1", "HTTPRoute", isvc.Name, map[string]any{
-		"parentRefs": []any{map[string]any{"group": "", "kind": "Service", "name": isvc.Name, "port": int64(80)}},
+	return unstructuredOf(e, "gateway.networking.k8s.io/v1", "HTTPRoute", e.name, map[string]any{
+		"parentRefs": []any{map[string]any{"group": "", "kind": "Service", "name": e.name, "port": int64(80)}},
 		"rules":      []any{map[string]any{"backendRefs": []any{backend(stable, 100-canaryPercent), backend(canary, canaryPercent)}}},
 	})
 }
 
 // desiredScaledObject lets KEDA scale the stable Deployment from zero on the requests the HTTP
 // add-on's interceptor counts for the InterceptorRoute (its scaler, an external-push trigger).
-func desiredScaledObject(isvc *servingv1alpha1.InferenceService, max int32, scaler string) *unstructured.Unstructured {
-	return unstructuredOf(isvc, "keda.sh/v1alpha1", "ScaledObject", predictorName(isvc, stable), map[string]any{
-		"scaleTargetRef":  map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": predictorName(isvc, stable)},
+func desiredScaledObject(e *endpoint, max int32, scaler string) *unstructured.Unstructured {
+	return unstructuredOf(e, "keda.sh/v1alpha1", "ScaledObject", predictorName(e, stable), map[string]any{
+		"scaleTargetRef":  map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": predictorName(e, stable)},
 		"minReplicaCount": int64(0), "maxReplicaCount": int64(max),
 		"triggers": []any{map[string]any{"type": "external-push", "metadata": map[string]any{
-			"interceptorRoute": isvc.Name, "scalerAddress": scaler}}},
+			"interceptorRoute": e.name, "scalerAddress": scaler}}},
 	})
 }
 
@@ -292,15 +206,15 @@ const DefaultConcurrencyTarget = 100
 // desiredInterceptorRoute routes the InferenceService's host names, through the HTTP add-on's
 // interceptor, to the stable version's Service, holding requests while it scales from zero for
 // as long as a replica may take to start.
-func desiredInterceptorRoute(isvc *servingv1alpha1.InferenceService, interceptor string) *unstructured.Unstructured {
+func desiredInterceptorRoute(e *endpoint, interceptor string) *unstructured.Unstructured {
 	_, port := interceptorHost(interceptor)
 	var hosts []any
-	for _, h := range []string{isvc.Name, isvc.Name + "." + isvc.Namespace, isvc.Name + "." + isvc.Namespace + ".svc", serviceHost(isvc)} {
+	for _, h := range []string{e.name, e.name + "." + e.namespace, e.name + "." + e.namespace + ".svc", serviceHost(e)} {
 		hosts = append(hosts, h, h+":"+port)
 	}
-	startup := ptr.Deref(isvc.Spec.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)
-	return unstructuredOf(isvc, "http.keda.sh/v1beta1", "InterceptorRoute", isvc.Name, map[string]any{
-		"target":        map[string]any{"service": predictorName(isvc, stable), "port": int64(80)},
+	startup := e.startupTimeout
+	return unstructuredOf(e, "http.keda.sh/v1beta1", "InterceptorRoute", e.name, map[string]any{
+		"target":        map[string]any{"service": predictorName(e, stable), "port": int64(80)},
 		"rules":         []any{map[string]any{"hosts": hosts}},
 		"scalingMetric": map[string]any{"concurrency": map[string]any{"targetValue": int64(DefaultConcurrencyTarget)}},
 		"timeouts":      map[string]any{"readiness": strconv.Itoa(int(startup)) + "s"},
@@ -318,15 +232,15 @@ func interceptorHost(interceptor string) (string, string) {
 }
 
 // serviceHost is the stable Service's cluster DNS name.
-func serviceHost(isvc *servingv1alpha1.InferenceService) string {
-	return isvc.Name + "." + isvc.Namespace + ".svc.cluster.local"
+func serviceHost(e *endpoint) string {
+	return e.name + "." + e.namespace + ".svc.cluster.local"
 }
 
 // desiredStableService is the Service <name>, the InferenceService's address: it selects the
 // versions' pods, or, while KEDA may scale the service to zero, it is a name for the HTTP
 // add-on's interceptor, which holds requests until a replica is ready.
-func desiredStableService(isvc *servingv1alpha1.InferenceService, sc scaling, interceptor string) *corev1.Service {
-	svc := desiredService(isvc, isvc.Name, "", sc.serves)
+func desiredStableService(e *endpoint, sc scaling, interceptor string) *corev1.Service {
+	svc := desiredService(e, e.name, "", sc.serves)
 	if sc.keda {
 		host, port := interceptorHost(interceptor)
 		p, _ := strconv.Atoi(port)
@@ -339,17 +253,17 @@ func desiredStableService(isvc *servingv1alpha1.InferenceService, sc scaling, in
 // desiredServiceMonitor scrapes every version's pods, through the per-version Services (the
 // stable Service <name> would scrape them twice): the samples carry service="<name>-predictor"
 // or "<name>-predictor-canary". Nil when the server publishes no metrics kiln knows of.
-func desiredServiceMonitor(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
-	m := serverOf(isvc).metrics
+func desiredServiceMonitor(e *endpoint) *unstructured.Unstructured {
+	m := e.metrics
 	if !m.known() {
 		return nil
 	}
 	port := "http"
-	if m.port != 0 && m.port != serverOf(isvc).port {
+	if m.port != 0 && m.port != e.port {
 		port = "metrics"
 	}
-	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "ServiceMonitor", isvc.Name, map[string]any{
-		"selector": map[string]any{"matchLabels": map[string]any{LabelService: isvc.Name},
+	return unstructuredOf(e, "monitoring.coreos.com/v1", "ServiceMonitor", e.name, map[string]any{
+		"selector": map[string]any{"matchLabels": map[string]any{LabelService: e.name},
 			"matchExpressions": []any{map[string]any{"key": LabelVersion, "operator": "Exists"}}},
 		"endpoints": []any{map[string]any{"port": port, "path": m.path}},
 	})
@@ -357,13 +271,13 @@ func desiredServiceMonitor(isvc *servingv1alpha1.InferenceService) *unstructured
 
 // desiredPrometheusRule alerts on unavailable replicas (kube-state-metrics) and, where the
 // server's request counters are known, on more than 5% failed requests.
-func desiredPrometheusRule(isvc *servingv1alpha1.InferenceService) *unstructured.Unstructured {
-	ns := isvc.Namespace
+func desiredPrometheusRule(e *endpoint) *unstructured.Unstructured {
+	ns := e.namespace
 	rules := []any{map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
-		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + isvc.Name + `-predictor(-canary)?"}) > 0`,
+		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + e.name + `-predictor(-canary)?"}) > 0`,
 		"labels": map[string]any{"severity": "warning"}}}
-	if m := serverOf(isvc).metrics; m.known() {
-		scope := `namespace="` + ns + `",service=~"` + isvc.Name + `-predictor(-canary)?"`
+	if m := e.metrics; m.known() {
+		scope := `namespace="` + ns + `",service=~"` + e.name + `-predictor(-canary)?"`
 		rate := func(series []string) string {
 			terms := make([]string, len(series))
 			for i, s := range series {
@@ -376,8 +290,8 @@ func desiredPrometheusRule(isvc *servingv1alpha1.InferenceService) *unstructured
 			"expr":   "(" + rate(m.failed) + ") / (" + rate(m.ok) + " + " + rate(m.failed) + ") > 0.05",
 			"labels": map[string]any{"severity": "critical"}})
 	}
-	return unstructuredOf(isvc, "monitoring.coreos.com/v1", "PrometheusRule", isvc.Name, map[string]any{
-		"groups": []any{map[string]any{"name": "kiln-inferenceservice-" + isvc.Name, "rules": rules}},
+	return unstructuredOf(e, "monitoring.coreos.com/v1", "PrometheusRule", e.name, map[string]any{
+		"groups": []any{map[string]any{"name": "kiln-inferenceservice-" + e.name, "rules": rules}},
 	})
 }
 
@@ -391,8 +305,8 @@ func withMatchers(series, matchers string) string {
 
 // desiredNetworkPolicy lets only spec.networkPolicy.from reach every version's pods — and the KEDA
 // HTTP add-on's interceptor, which forwards the requests of a service that scales to zero.
-func desiredNetworkPolicy(isvc *servingv1alpha1.InferenceService, sc scaling, interceptor string) *networkingv1.NetworkPolicy {
-	from := slices.Clone(isvc.Spec.NetworkPolicy.From)
+func desiredNetworkPolicy(e *endpoint, sc scaling, interceptor string) *networkingv1.NetworkPolicy {
+	from := slices.Clone(e.allowFrom)
 	if sc.keda {
 		host, _ := interceptorHost(interceptor) // <service>.<namespace>.svc.cluster.local
 		if parts := strings.Split(host, "."); len(parts) > 1 {
@@ -400,7 +314,7 @@ func desiredNetworkPolicy(isvc *servingv1alpha1.InferenceService, sc scaling, in
 				MatchLabels: map[string]string{corev1.LabelMetadataName: parts[1]}}})
 		}
 	}
-	np := netpol.ForService(isvc.Name, isvc.Namespace, selector(isvc, ""), from)
-	np.ObjectMeta = objectMeta(isvc, np.Name, "")
+	np := netpol.ForService(e.name, e.namespace, selector(e, ""), from)
+	np.ObjectMeta = objectMeta(e, np.Name, "")
 	return np
 }

@@ -19,28 +19,28 @@ type plan struct {
 	stable, canary *appsv1.Deployment
 }
 
-// desired is the plan of isvc, its replicas decided by sc, on a cluster that serves the optional
-// APIs have says.
-func desired(isvc *servingv1alpha1.InferenceService, sc scaling, have apis, opts Options) plan {
-	p := plan{stable: desiredDeployment(isvc, stable, isvc.Spec.ModelURI, opts.FetchImage, sc.stable.replicas)}
+// desired is the plan of endpoint e, its replicas decided by sc, on a cluster that serves the
+// optional APIs have says.
+func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
+	p := plan{stable: desiredDeployment(e, stable, sc.stable.replicas)}
 	p.want = []client.Object{
 		p.stable,
-		desiredStableService(isvc, sc, opts.KEDAHTTPInterceptor),
-		desiredService(isvc, predictorName(isvc, stable), stable, stable),
+		desiredStableService(e, sc, opts.KEDAHTTPInterceptor),
+		desiredService(e, predictorName(e, stable), stable, stable),
 	}
-	if t := isvc.Spec.Traffic; t != nil {
-		p.canary = desiredDeployment(isvc, canary, t.CanaryVersion, opts.FetchImage, sc.canary.replicas)
-		p.want = append(p.want, p.canary, desiredService(isvc, predictorName(isvc, canary), canary, canary))
+	if e.canary != nil {
+		p.canary = desiredDeployment(e, canary, sc.canary.replicas)
+		p.want = append(p.want, p.canary, desiredService(e, predictorName(e, canary), canary, canary))
 	} else {
 		p.drop = append(p.drop,
-			&appsv1.Deployment{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)},
-			&corev1.Service{ObjectMeta: objectMeta(isvc, predictorName(isvc, canary), canary)})
+			&appsv1.Deployment{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)},
+			&corev1.Service{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)})
 	}
 	if have.gateway {
-		if isvc.Spec.Traffic != nil {
-			p.want = append(p.want, desiredHTTPRoute(isvc, isvc.Spec.Traffic.CanaryPercent))
+		if e.canary != nil {
+			p.want = append(p.want, desiredHTTPRoute(e))
 		} else {
-			p.drop = append(p.drop, optional(isvc, httpRouteGVK, isvc.Name))
+			p.drop = append(p.drop, optional(e, httpRouteGVK, e.name))
 		}
 	}
 	for _, v := range []struct {
@@ -48,33 +48,33 @@ func desired(isvc *servingv1alpha1.InferenceService, sc scaling, have apis, opts
 		scale   versionScale
 	}{{stable, sc.stable}, {canary, sc.canary}} {
 		if v.scale.hpa {
-			p.want = append(p.want, desiredHPA(isvc, v.version, v.scale.hpaMin, v.scale.hpaMax))
+			p.want = append(p.want, desiredHPA(e, v.version, v.scale.hpaMin, v.scale.hpaMax))
 		} else {
-			p.drop = append(p.drop, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, v.version), v.version)})
+			p.drop = append(p.drop, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(e, predictorName(e, v.version), v.version)})
 		}
 	}
 	if sc.keda {
-		p.want = append(p.want, desiredScaledObject(isvc, sc.max, opts.KEDAHTTPScaler), desiredInterceptorRoute(isvc, opts.KEDAHTTPInterceptor))
+		p.want = append(p.want, desiredScaledObject(e, sc.max, opts.KEDAHTTPScaler), desiredInterceptorRoute(e, opts.KEDAHTTPInterceptor))
 	} else {
 		if have.keda {
-			p.drop = append(p.drop, optional(isvc, scaledObjectGVK, predictorName(isvc, stable)))
+			p.drop = append(p.drop, optional(e, scaledObjectGVK, predictorName(e, stable)))
 		}
 		if have.httpAddOn {
-			p.drop = append(p.drop, optional(isvc, interceptorGVK, isvc.Name))
+			p.drop = append(p.drop, optional(e, interceptorGVK, e.name))
 		}
 	}
-	if isvc.Spec.NetworkPolicy != nil {
-		p.want = append(p.want, desiredNetworkPolicy(isvc, sc, opts.KEDAHTTPInterceptor))
+	if e.netpol {
+		p.want = append(p.want, desiredNetworkPolicy(e, sc, opts.KEDAHTTPInterceptor))
 	} else {
-		p.drop = append(p.drop, &networkingv1.NetworkPolicy{ObjectMeta: objectMeta(isvc, netpol.Name(isvc.Name), "")})
+		p.drop = append(p.drop, &networkingv1.NetworkPolicy{ObjectMeta: objectMeta(e, netpol.Name(e.name), "")})
 	}
 	if have.monitoring {
-		if sm := desiredServiceMonitor(isvc); sm != nil {
+		if sm := desiredServiceMonitor(e); sm != nil {
 			p.want = append(p.want, sm)
 		} else {
-			p.drop = append(p.drop, optional(isvc, serviceMonitorGVK, isvc.Name))
+			p.drop = append(p.drop, optional(e, serviceMonitorGVK, e.name))
 		}
-		p.want = append(p.want, desiredPrometheusRule(isvc))
+		p.want = append(p.want, desiredPrometheusRule(e))
 	}
 	return p
 }
@@ -85,8 +85,10 @@ func desired(isvc *servingv1alpha1.InferenceService, sc scaling, have apis, opts
 // admission fuzz has the apiserver check each.
 func Children(isvc *servingv1alpha1.InferenceService, opts Options) []client.Object {
 	var out []client.Object
+	opts = opts.withDefaults()
+	e := fromKiln(isvc, opts.FetchImage)
 	for _, have := range []apis{{}, {gateway: true, keda: true, httpAddOn: true, monitoring: true}} {
-		out = append(out, desired(isvc, decide(isvc, have, have.gateway), have, opts.withDefaults()).want...)
+		out = append(out, desired(&e, decide(&e, have, have.gateway), have, opts).want...)
 	}
 	return out
 }

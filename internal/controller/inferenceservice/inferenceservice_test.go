@@ -14,6 +14,17 @@ import (
 	"github.com/kiln-ml/kiln/internal/kueue"
 )
 
+// deploymentOf is the Deployment of one version of kiln's InferenceService i.
+func deploymentOf(i *servingv1alpha1.InferenceService, version string, replicas *int32) *appsv1.Deployment {
+	e := fromKiln(i, "kiln")
+	return desiredDeployment(&e, version, replicas)
+}
+
+func endpointOf(i *servingv1alpha1.InferenceService) *endpoint {
+	e := fromKiln(i, "kiln")
+	return &e
+}
+
 func isvc(min, max *int32, canaryPct int32) *servingv1alpha1.InferenceService {
 	i := &servingv1alpha1.InferenceService{Spec: servingv1alpha1.InferenceServiceSpec{
 		ModelURI: "pvc://models/iris", Framework: servingv1alpha1.FrameworkTriton, MinReplicas: min, MaxReplicas: max}}
@@ -56,7 +67,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := decide(tc.isvc, tc.have, tc.accepted)
+			sc := decide(endpointOf(tc.isvc), tc.have, tc.accepted)
 			for _, v := range []struct {
 				name      string
 				got, want versionScale
@@ -103,7 +114,9 @@ func TestServers(t *testing.T) {
 			t.Errorf("%s: readiness %+v, want %s", tc.framework, c.ReadinessProbe, tc.ready)
 		}
 	}
-	d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", ptr.To[int32](1))
+	v3 := isvc(nil, nil, -1)
+	v3.Spec.ModelURI = "pvc://models/iris/v3"
+	d := deploymentOf(v3, stable, ptr.To[int32](1))
 	v := d.Spec.Template.Spec.Volumes[0]
 	if v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "models" || !v.PersistentVolumeClaim.ReadOnly ||
 		d.Spec.Template.Spec.Containers[0].VolumeMounts[0].SubPath != "iris/v3" || len(d.Spec.Template.Spec.InitContainers) != 0 {
@@ -116,7 +129,7 @@ func TestServers(t *testing.T) {
 func TestDeploymentCarriesKueueLabels(t *testing.T) {
 	i := isvc(nil, nil, -1)
 	i.Labels = map[string]string{kueue.QueueLabel: "serving", kueue.PriorityLabel: "high", "team": "a"}
-	d := desiredDeployment(i, stable, "pvc://models/iris/v3", "kiln", nil)
+	d := deploymentOf(i, stable, nil)
 	for _, l := range []map[string]string{d.Labels, d.Spec.Template.Labels} {
 		if l[kueue.QueueLabel] != "serving" || l[kueue.PriorityLabel] != "high" || l["team"] != "" {
 			t.Errorf("labels %v: want Kueue's queue and priority only", l)
@@ -125,7 +138,7 @@ func TestDeploymentCarriesKueueLabels(t *testing.T) {
 	if _, ok := d.Spec.Selector.MatchLabels[kueue.QueueLabel]; ok {
 		t.Errorf("selector %v carries the queue", d.Spec.Selector.MatchLabels)
 	}
-	if d := desiredDeployment(isvc(nil, nil, -1), stable, "pvc://models/iris/v3", "kiln", nil); d.Labels[kueue.QueueLabel] != "" {
+	if d := deploymentOf(isvc(nil, nil, -1), stable, nil); d.Labels[kueue.QueueLabel] != "" {
 		t.Errorf("no queue asked, labels %v", d.Labels)
 	}
 }
@@ -146,7 +159,7 @@ func TestPodsFitRealClusters(t *testing.T) {
 		Env:             []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}},
 		EnvFrom:         []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "tuning"}}}},
 	}
-	d := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil)
+	d := deploymentOf(i, stable, nil)
 	tmpl := d.Spec.Template
 	if tmpl.Labels["team"] != "nlp" || tmpl.Labels[LabelService] != i.Name || tmpl.Annotations["prometheus.io/scrape"] != "true" || tmpl.Annotations["serving.kiln.dev/model-uri"] != "s3://models/llama" {
 		t.Errorf("labels %v annotations %v: want the spec's added, kiln's winning", tmpl.Labels, tmpl.Annotations)
@@ -169,7 +182,7 @@ func TestPodsFitRealClusters(t *testing.T) {
 		t.Errorf("startup probe %+v: want 600 s of the readiness check", p)
 	}
 	i.Spec.StartupTimeoutSeconds = ptr.To[int32](1800)
-	if p := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil).Spec.Template.Spec.Containers[0].StartupProbe; p.PeriodSeconds*p.FailureThreshold != 1800 {
+	if p := deploymentOf(i, stable, nil).Spec.Template.Spec.Containers[0].StartupProbe; p.PeriodSeconds*p.FailureThreshold != 1800 {
 		t.Errorf("startup budget %d s, want 1800", p.PeriodSeconds*p.FailureThreshold)
 	}
 	ts := isvc(nil, nil, -1)
@@ -178,7 +191,7 @@ func TestPodsFitRealClusters(t *testing.T) {
 		t.Errorf("TorchServe with a GPU runs %s, want its GPU image", img)
 	}
 	cpu := isvc(nil, nil, -1)
-	if got := desiredDeployment(cpu, stable, cpu.Spec.ModelURI, "kiln", nil).Spec.Template.Spec.Tolerations; len(got) != 0 {
+	if got := deploymentOf(cpu, stable, nil).Spec.Template.Spec.Tolerations; len(got) != 0 {
 		t.Errorf("a CPU model tolerates %v", got)
 	}
 }
@@ -188,7 +201,7 @@ func TestPodsFitRealClusters(t *testing.T) {
 func TestLLMFromTheHub(t *testing.T) {
 	i := isvc(nil, nil, -1)
 	i.Spec.Framework, i.Spec.ModelURI, i.Spec.GPUPerReplica = servingv1alpha1.FrameworkVLLM, "hf://meta-llama/Llama-3.1-8B-Instruct", 2
-	pod := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil).Spec.Template.Spec
+	pod := deploymentOf(i, stable, nil).Spec.Template.Spec
 	c := pod.Containers[0]
 	want := "--model /mnt/models --served-model-name model --port 8000 --tensor-parallel-size 2"
 	if got := strings.Join(c.Args, " "); got != want || c.Image != "vllm/vllm-openai:v0.6.3" {
@@ -253,12 +266,12 @@ func TestRollout(t *testing.T) {
 func TestNetworkPolicyLetsTheInterceptorIn(t *testing.T) {
 	i := isvc(ptr.To[int32](0), nil, -1)
 	i.Spec.NetworkPolicy = &servingv1alpha1.ServiceNetworkPolicy{}
-	np := desiredNetworkPolicy(i, scaling{keda: true}, DefaultKEDAHTTPInterceptor)
+	np := desiredNetworkPolicy(endpointOf(i), scaling{keda: true}, DefaultKEDAHTTPInterceptor)
 	if from := np.Spec.Ingress[0].From; len(from) != 1 || from[0].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "keda" {
 		t.Errorf("ingress from %+v, want the interceptor's namespace keda", from)
 	}
 	// No peers is no ingress rule: a rule with no peers would admit everyone.
-	if np := desiredNetworkPolicy(i, scaling{}, DefaultKEDAHTTPInterceptor); len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 1 {
+	if np := desiredNetworkPolicy(endpointOf(i), scaling{}, DefaultKEDAHTTPInterceptor); len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 1 {
 		t.Errorf("without scale to zero and peers, ingress %+v, want none", np.Spec.Ingress)
 	}
 }
@@ -269,12 +282,12 @@ func TestModelURISecretsStayOutOfSpecsAndStatus(t *testing.T) {
 	i := isvc(nil, nil, -1)
 	i.Spec.ModelURI = "https://u:pass@models.example.com/iris.tar.gz?X-Amz-Signature=s3cr3t"
 	i.Spec.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "https://models.example.com/v2.tar.gz?sig=c4n4ry", CanaryPercent: 10}
-	d := desiredDeployment(i, stable, i.Spec.ModelURI, "kiln", nil)
+	d := deploymentOf(i, stable, nil)
 	if env := d.Spec.Template.Spec.InitContainers[0].Env; len(env) != 1 || env[0].Value != i.Spec.ModelURI {
 		t.Fatalf("fetch env %v: want the whole URI there", env)
 	}
 	d.Spec.Template.Spec.InitContainers[0].Env = nil
-	st := status(i, scaling{}, d, nil, trouble{}, false, "", metav1.Now())
+	st := status(i, endpointOf(i), scaling{}, d, nil, trouble{}, false, "", metav1.Now())
 	for what, v := range map[string]any{"deployment": d, "status": st} {
 		b, err := json.Marshal(v)
 		if err != nil {

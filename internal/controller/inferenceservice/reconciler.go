@@ -170,37 +170,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := conversion.ReadHub(ctx, r.client, req.NamespacedName, &servingv1beta1.InferenceService{}, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	e := fromKiln(isvc, r.opts.FetchImage)
 	have := r.installed(ctx)
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
-	accepted, err := r.routeAccepted(ctx, isvc, have)
+	accepted, err := r.routeAccepted(ctx, &e, have)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	sc := decide(isvc, have, accepted)
+	sc := decide(&e, have, accepted)
 	wakes := false
 	if sc.keda {
-		if wakes, err = r.interceptorRouteReady(ctx, isvc); err != nil {
+		if wakes, err = r.interceptorRouteReady(ctx, &e); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	stableDep, err := r.deployment(ctx, isvc, stable)
+	stableDep, err := r.deployment(ctx, &e, stable)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	canaryDep, err := r.deployment(ctx, isvc, canary)
+	canaryDep, err := r.deployment(ctx, &e, canary)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	// The Deployments as the apply answered: a spec change shows as a generation their
 	// controller has not observed yet, so Ready never speaks of the previous model.
-	stableDep, canaryDep, applyErr := r.applyAll(ctx, isvc, sc, have, stableDep, canaryDep)
-	why, err := r.troubleOf(ctx, isvc, stableDep, applyErr)
+	stableDep, canaryDep, applyErr := r.applyAll(ctx, &e, sc, have, stableDep, canaryDep)
+	why, err := r.troubleOf(ctx, &e, stableDep, applyErr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	st := status(isvc, sc, stableDep, canaryDep, why, wakes, r.opts.KEDAHTTPInterceptor, metav1.NewTime(r.clock.Now()))
+	st := status(isvc, &e, sc, stableDep, canaryDep, why, wakes, r.opts.KEDAHTTPInterceptor, metav1.NewTime(r.clock.Now()))
 	if !equality.Semantic.DeepEqual(st, isvc.Status) {
 		if err := r.status.Write(ctx, isvc, &st); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -233,7 +234,7 @@ type trouble struct{ reason, message string }
 // refused (applyErr), else what keeps the first of the stable version's pods from starting — the
 // model fetch failing (its termination message, which kiln-fetch writes without secrets), or a
 // container or the scheduler (stuck.Pod).
-func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.InferenceService, stableDep *appsv1.Deployment, applyErr error) (trouble, error) {
+func (r *Reconciler) troubleOf(ctx context.Context, e *endpoint, stableDep *appsv1.Deployment, applyErr error) (trouble, error) {
 	if reason, message, _ := owned.Why(applyErr); reason != "" {
 		return trouble{reason, message}, nil
 	}
@@ -241,7 +242,7 @@ func (r *Reconciler) troubleOf(ctx context.Context, isvc *servingv1alpha1.Infere
 		return trouble{}, nil
 	}
 	var pods corev1.PodList
-	if err := r.owned.List(ctx, &pods, client.InNamespace(isvc.Namespace), client.MatchingLabels(selector(isvc, stable))); err != nil {
+	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingLabels(selector(e, stable))); err != nil {
 		return trouble{}, err
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
@@ -307,8 +308,8 @@ func told(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceSer
 // owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
 // applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
 // the apply answered (as read, where nothing was applied).
-func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.InferenceService, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, err error) {
-	p := desired(isvc, sc, have, r.opts)
+func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, err error) {
+	p := desired(e, sc, have, r.opts)
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
@@ -318,8 +319,8 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 			autoscaled bool
 			scaler     client.Object
 		}{
-			{stableDep, sc.stable.replicas == nil, scalerOf(isvc, stable, sc)},
-			{canaryDep, isvc.Spec.Traffic != nil && sc.canary.replicas == nil, scalerOf(isvc, canary, sc)},
+			{stableDep, sc.stable.replicas == nil, scalerOf(e, stable, sc)},
+			{canaryDep, e.canary != nil && sc.canary.replicas == nil, scalerOf(e, canary, sc)},
 		} {
 			if h.dep != nil && h.autoscaled {
 				if err := r.handOver(ctx, h.dep, h.scaler); err != nil {
@@ -329,7 +330,7 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		}
 		return nil
 	}
-	if err := r.kit.ApplyAll(ctx, isvc, p.want, handOver); err != nil {
+	if err := r.kit.ApplyAll(ctx, e.parent, p.want, handOver); err != nil {
 		return stableDep, canaryDep, err
 	}
 	stableDep = p.stable
@@ -337,7 +338,7 @@ func (r *Reconciler) applyAll(ctx context.Context, isvc *servingv1alpha1.Inferen
 		canaryDep = p.canary
 	}
 	for _, o := range p.drop {
-		if err := r.kit.Delete(ctx, isvc, o); err != nil {
+		if err := r.kit.Delete(ctx, e.parent, o); err != nil {
 			return stableDep, canaryDep, err
 		}
 	}
@@ -349,11 +350,11 @@ const HandoverFieldManager = "kiln-replicas-handover"
 
 // scalerOf is the autoscaler object that decides a version's replicas: its HPA, or the stable
 // version's ScaledObject.
-func scalerOf(isvc *servingv1alpha1.InferenceService, version string, sc scaling) client.Object {
+func scalerOf(e *endpoint, version string, sc scaling) client.Object {
 	if version == stable && sc.keda {
-		return optional(isvc, scaledObjectGVK, predictorName(isvc, stable))
+		return optional(e, scaledObjectGVK, predictorName(e, stable))
 	}
-	return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(isvc, predictorName(isvc, version), version)}
+	return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: objectMeta(e, predictorName(e, version), version)}
 }
 
 // handOver applies, as HandoverFieldManager, the Deployment's current replicas while its
@@ -390,16 +391,16 @@ func newOptional(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-func optional(isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKind, name string) client.Object {
+func optional(e *endpoint, gvk schema.GroupVersionKind, name string) client.Object {
 	u := newOptional(gvk)
-	u.SetNamespace(isvc.Namespace)
+	u.SetNamespace(e.namespace)
 	u.SetName(name)
 	return u
 }
 
-func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.InferenceService, version string) (*appsv1.Deployment, error) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: isvc.Namespace, Name: predictorName(isvc, version)}}
-	if ok, err := r.kit.Get(ctx, isvc, d); !ok || err != nil {
+func (r *Reconciler) deployment(ctx context.Context, e *endpoint, version string) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: predictorName(e, version)}}
+	if ok, err := r.kit.Get(ctx, e.parent, d); !ok || err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -407,8 +408,8 @@ func (r *Reconciler) deployment(ctx context.Context, isvc *servingv1alpha1.Infer
 
 // interceptorRouteReady says whether the KEDA HTTP add-on reports the InferenceService's
 // InterceptorRoute Ready: only then do requests wake a service scaled to zero.
-func (r *Reconciler) interceptorRouteReady(ctx context.Context, isvc *servingv1alpha1.InferenceService) (bool, error) {
-	route, err := r.ownedOptional(ctx, isvc, interceptorGVK)
+func (r *Reconciler) interceptorRouteReady(ctx context.Context, e *endpoint) (bool, error) {
+	route, err := r.ownedOptional(ctx, e, interceptorGVK)
 	if route == nil {
 		return false, err
 	}
@@ -418,11 +419,11 @@ func (r *Reconciler) interceptorRouteReady(ctx context.Context, isvc *servingv1a
 
 // routeAccepted says whether a parent (a mesh or gateway) accepted the InferenceService's
 // HTTPRoute, as the route's status shows: only then does the route split anything.
-func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.InferenceService, have apis) (bool, error) {
-	if !have.gateway || isvc.Spec.Traffic == nil {
+func (r *Reconciler) routeAccepted(ctx context.Context, e *endpoint, have apis) (bool, error) {
+	if !have.gateway || e.canary == nil {
 		return false, nil
 	}
-	route, err := r.ownedOptional(ctx, isvc, httpRouteGVK)
+	route, err := r.ownedOptional(ctx, e, httpRouteGVK)
 	if route == nil {
 		return false, err
 	}
@@ -438,11 +439,11 @@ func (r *Reconciler) routeAccepted(ctx context.Context, isvc *servingv1alpha1.In
 
 // ownedOptional is the InferenceService's object of an optional kind, named after it, from the
 // cache; nil when there is none or it is not the InferenceService's.
-func (r *Reconciler) ownedOptional(ctx context.Context, isvc *servingv1alpha1.InferenceService, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+func (r *Reconciler) ownedOptional(ctx context.Context, e *endpoint, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	o := newOptional(gvk)
-	o.SetNamespace(isvc.Namespace)
-	o.SetName(isvc.Name)
-	if ok, err := r.kit.Get(ctx, isvc, o); !ok || err != nil {
+	o.SetNamespace(e.namespace)
+	o.SetName(e.name)
+	if ok, err := r.kit.Get(ctx, e.parent, o); !ok || err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -44,18 +44,17 @@ type scaling struct {
 // decide turns the spec into each version's scaling and the traffic mode, given the installed
 // APIs and whether a parent accepted the HTTPRoute (a route no mesh or gateway enforces splits
 // nothing).
-func decide(isvc *servingv1alpha1.InferenceService, have apis, routeAccepted bool) scaling {
-	s := isvc.Spec
+func decide(e *endpoint, have apis, routeAccepted bool) scaling {
 	lo := int32(1)
-	if s.MinReplicas != nil {
-		lo = *s.MinReplicas
+	if e.minReplicas != nil {
+		lo = *e.minReplicas
 	}
 	hi := max(lo, 1)
-	if s.MaxReplicas != nil {
-		hi = max(*s.MaxReplicas, hi)
+	if e.maxReplicas != nil {
+		hi = max(*e.maxReplicas, hi)
 	}
 	sc := scaling{min: lo, max: hi}
-	if s.Traffic == nil {
+	if e.canary == nil {
 		switch {
 		case lo == 0 && have.keda && have.httpAddOn:
 			sc.keda = true
@@ -71,7 +70,7 @@ func decide(isvc *servingv1alpha1.InferenceService, have apis, routeAccepted boo
 	if lo == 0 {
 		sc.zeroPaused, lo = true, 1
 	}
-	pct := s.Traffic.CanaryPercent
+	pct := e.canaryPercent
 	sc.stable, sc.canary = share(lo, hi, 100-pct), share(lo, hi, pct)
 	sc.mode = servingv1alpha1.TrafficReplicaSplit
 	if have.gateway && routeAccepted {

@@ -25,15 +25,15 @@ const (
 // predictor's pods do not start, when known.
 // wakes says whether the HTTP add-on accepted the route that wakes a service scaled to zero;
 // interceptor is its proxy.
-func status(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, canaryDep *appsv1.Deployment, why trouble, wakes bool, interceptor string, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
+func status(isvc *servingv1alpha1.InferenceService, e *endpoint, sc scaling, stableDep, canaryDep *appsv1.Deployment, why trouble, wakes bool, interceptor string, now metav1.Time) servingv1alpha1.InferenceServiceStatus {
 	st := *isvc.Status.DeepCopy()
 	st.ObservedGeneration = isvc.Generation
-	st.URL = "http://" + serviceHost(isvc)
+	st.URL = "http://" + serviceHost(e)
 	if sc.keda { // the Service is a name for the interceptor, which listens on its own port
 		_, port := interceptorHost(interceptor)
 		st.URL += ":" + port
 	}
-	st.Selector = labels.FormatLabels(selector(isvc, stable))
+	st.Selector = labels.FormatLabels(selector(e, stable))
 	st.CanaryVersion, st.Traffic = "", traffic(isvc, sc, stableDep, canaryDep)
 	rollout := rolloutOf(stableDep)
 	if rollout.complete {

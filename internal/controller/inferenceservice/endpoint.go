@@ -1,0 +1,54 @@
+package inferenceservice
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// endpoint is what the serving engine runs, whichever API asked for it: each version's pods, the
+// port they serve on, the replica bounds, the canary's share, who may connect and what is
+// monitored. The builders read nothing else; an API's front end (fromKiln) compiles its object
+// to one.
+type endpoint struct {
+	// parent is the API object the children belong to.
+	parent          client.Object
+	name, namespace string
+	// owner is the controller reference the children carry.
+	owner metav1.OwnerReference
+	// queue are the parent's labels Kueue reads, copied to the Deployments and their pods.
+	queue map[string]string
+	// stable runs the model; canary, when set, takes canaryPercent of the requests.
+	stable        versionPods
+	canary        *versionPods
+	canaryPercent int32
+	// port serves requests; metrics is where the server publishes Prometheus metrics.
+	port    int32
+	metrics promEndpoint
+	// startupTimeout is how long, in seconds, a replica may take to load its model.
+	startupTimeout int32
+	// minReplicas (default 1; 0 scales to zero) and maxReplicas (default minReplicas) bound the
+	// replicas.
+	minReplicas, maxReplicas *int32
+	// allowFrom, when netpol, are the only peers that may reach the pods.
+	netpol    bool
+	allowFrom []networkingv1.NetworkPolicyPeer
+}
+
+// versionPods are one model version's pods.
+type versionPods struct {
+	// template is the pods' labels (beyond the selector, which the engine adds), annotations and
+	// spec.
+	template corev1.PodTemplateSpec
+	// model is the version's model URI without its secrets.
+	model string
+}
+
+// of is the version named stable or canary (nil for a canary the endpoint does not have).
+func (e *endpoint) of(v string) *versionPods {
+	if v == canary {
+		return e.canary
+	}
+	return &e.stable
+}
