@@ -48,7 +48,21 @@ func selector(e *endpoint, version string) map[string]string {
 }
 
 func objectMeta(e *endpoint, name, version string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: selector(e, version), OwnerReferences: []metav1.OwnerReference{e.owner}}
+	labels := maps.Clone(e.labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, selector(e, version))
+	return metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: labels, Annotations: maps.Clone(e.annotations),
+		OwnerReferences: []metav1.OwnerReference{e.owner}}
+}
+
+// podSelector is the selector of a version's Deployment.
+func podSelector(e *endpoint, version string) map[string]string {
+	if e.deploymentSelector != nil {
+		return e.deploymentSelector(predictorName(e, version))
+	}
+	return selector(e, version)
 }
 
 // desiredDeployment runs one version of the model. replicas nil leaves the count to an
@@ -56,10 +70,8 @@ func objectMeta(e *endpoint, name, version string) metav1.ObjectMeta {
 func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Deployment {
 	meta := objectMeta(e, predictorName(e, version), version)
 	tmpl := *e.of(version).template.DeepCopy()
-	if tmpl.Labels == nil {
-		tmpl.Labels = map[string]string{}
-	}
-	maps.Copy(tmpl.Labels, selector(e, version))
+	tmpl.Labels = union(e.labels, tmpl.Labels, selector(e, version), podSelector(e, version))
+	tmpl.Annotations = union(e.annotations, tmpl.Annotations)
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
 	maps.Copy(meta.Labels, e.queue)
 	maps.Copy(tmpl.Labels, e.queue)
@@ -68,7 +80,7 @@ func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Dep
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: selector(e, version)},
+			Selector: &metav1.LabelSelector{MatchLabels: podSelector(e, version)},
 			Template: tmpl,
 		},
 	}
@@ -77,15 +89,31 @@ func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Dep
 // DefaultStartupTimeoutSeconds is how long a replica may load its model unless the spec says.
 const DefaultStartupTimeoutSeconds int32 = 600
 
-// mountModel mounts pvc://claim/path read-only at ModelDir, or fetches any other URI into an
-// emptyDir (of storage.sizeLimit) with an init container running kiln-fetch, which alone gets
-// the storage Secret's variables and tells why it failed in its termination message.
-func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1alpha1.ModelStorage) {
+// modelMount is where a version's model goes: the container that serves it (which finds it in
+// ModelDir), the model volume's name and the fetch container's.
+type modelMount struct{ container, volume, fetch string }
+
+// kilnMount is kiln's InferenceService's: its predictor container, volume model, model-fetch.
+var kilnMount = modelMount{container: "predictor", volume: "model", fetch: fetchContainer}
+
+// mountModel mounts pvc://claim/path read-only at ModelDir of the serving container, or fetches
+// any other URI into an emptyDir (of storage.sizeLimit) with an init container running
+// kiln-fetch, which alone gets the storage Secret's variables and tells why it failed in its
+// termination message. The pod's own volumes and init containers stay (the fetch runs first).
+func mountModel(pod *corev1.PodSpec, m modelMount, uri, fetchImage string, storage *servingv1alpha1.ModelStorage) {
+	mount := corev1.VolumeMount{Name: m.volume, MountPath: ModelDir, ReadOnly: true}
+	defer func() {
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == m.container {
+				pod.Containers[i].VolumeMounts = append([]corev1.VolumeMount{mount}, pod.Containers[i].VolumeMounts...)
+			}
+		}
+	}()
 	if rest, ok := strings.CutPrefix(uri, "pvc://"); ok {
 		claim, path, _ := strings.Cut(rest, "/")
-		pod.Volumes = []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
-		pod.Containers[0].VolumeMounts[0].SubPath = path
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}})
+		mount.SubPath = path
 		return
 	}
 	if storage == nil {
@@ -94,17 +122,17 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	size := ptr.Deref(storage.SizeLimit, DefaultModelSizeLimit)
 	// The fetch's own /tmp (a key file of the storage Secret goes there) is not the model's
 	// volume, which the server mounts: its root filesystem is read-only.
-	pod.Volumes = []corev1.Volume{
-		{Name: "model", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
-		{Name: fetchTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
-	}
+	pod.Volumes = append(pod.Volumes,
+		corev1.Volume{Name: m.volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}},
+		corev1.Volume{Name: fetchTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+	)
 	fetch := corev1.Container{
-		Name: fetchContainer, Image: fetchImage, Command: []string{FetchCommand},
+		Name: m.fetch, Image: fetchImage, Command: []string{FetchCommand},
 		// The URI goes in the environment, not the arguments: a pre-signed URL's signature is a
 		// credential, and a node's process list shows arguments.
 		Env:                      []corev1.EnvVar{{Name: FetchURIEnv, Value: uri}},
 		Args:                     []string{"--dest", ModelDir, "--max-bytes", strconv.FormatInt(size.Value(), 10)},
-		VolumeMounts:             []corev1.VolumeMount{{Name: "model", MountPath: ModelDir}, {Name: fetchTmp, MountPath: "/tmp"}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: m.volume, MountPath: ModelDir}, {Name: fetchTmp, MountPath: "/tmp"}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          podsecurity.Restricted(),
 	}
@@ -114,7 +142,7 @@ func mountModel(pod *corev1.PodSpec, uri, fetchImage string, storage *servingv1a
 	if storage.SecretName != "" {
 		fetch.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: storage.SecretName}}}}
 	}
-	pod.InitContainers = []corev1.Container{fetch}
+	pod.InitContainers = append([]corev1.Container{fetch}, pod.InitContainers...)
 }
 
 // FetchURIEnv is the environment variable that gives kiln-fetch the model URI.
@@ -184,7 +212,7 @@ func desiredHTTPRoute(e *endpoint) *unstructured.Unstructured {
 		return map[string]any{"name": predictorName(e, version), "port": int64(80), "weight": int64(weight)}
 	}
 	return unstructuredOf(e, "gateway.networking.k8s.io/v1", "HTTPRoute", e.name, map[string]any{
-		"parentRefs": []any{map[string]any{"group": "", "kind": "Service", "name": e.name, "port": int64(80)}},
+		"parentRefs": []any{map[string]any{"group": "", "kind": "Service", "name": e.address, "port": int64(80)}},
 		"rules":      []any{map[string]any{"backendRefs": []any{backend(stable, 100-canaryPercent), backend(canary, canaryPercent)}}},
 	})
 }
@@ -209,7 +237,7 @@ const DefaultConcurrencyTarget = 100
 func desiredInterceptorRoute(e *endpoint, interceptor string) *unstructured.Unstructured {
 	_, port := interceptorHost(interceptor)
 	var hosts []any
-	for _, h := range []string{e.name, e.name + "." + e.namespace, e.name + "." + e.namespace + ".svc", serviceHost(e)} {
+	for _, h := range []string{e.address, e.address + "." + e.namespace, e.address + "." + e.namespace + ".svc", serviceHost(e)} {
 		hosts = append(hosts, h, h+":"+port)
 	}
 	startup := e.startupTimeout
@@ -233,14 +261,14 @@ func interceptorHost(interceptor string) (string, string) {
 
 // serviceHost is the stable Service's cluster DNS name.
 func serviceHost(e *endpoint) string {
-	return e.name + "." + e.namespace + ".svc.cluster.local"
+	return e.address + "." + e.namespace + ".svc.cluster.local"
 }
 
 // desiredStableService is the Service <name>, the InferenceService's address: it selects the
 // versions' pods, or, while KEDA may scale the service to zero, it is a name for the HTTP
 // add-on's interceptor, which holds requests until a replica is ready.
 func desiredStableService(e *endpoint, sc scaling, interceptor string) *corev1.Service {
-	svc := desiredService(e, e.name, "", sc.serves)
+	svc := desiredService(e, e.address, "", sc.serves)
 	if sc.keda {
 		host, port := interceptorHost(interceptor)
 		p, _ := strconv.Atoi(port)
@@ -317,4 +345,13 @@ func desiredNetworkPolicy(e *endpoint, sc scaling, interceptor string) *networki
 	np := netpol.ForService(e.name, e.namespace, selector(e, ""), from)
 	np.ObjectMeta = objectMeta(e, np.Name, "")
 	return np
+}
+
+// union is the maps merged, later ones winning.
+func union(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }

@@ -23,10 +23,9 @@ type plan struct {
 // optional APIs have says.
 func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
 	p := plan{stable: desiredDeployment(e, stable, sc.stable.replicas)}
-	p.want = []client.Object{
-		p.stable,
-		desiredStableService(e, sc, opts.KEDAHTTPInterceptor),
-		desiredService(e, predictorName(e, stable), stable, stable),
+	p.want = []client.Object{p.stable, desiredStableService(e, sc, opts.KEDAHTTPInterceptor)}
+	if predictorName(e, stable) != e.address { // the stable version's own Service, a split's backend
+		p.want = append(p.want, desiredService(e, predictorName(e, stable), stable, stable))
 	}
 	if e.canary != nil {
 		p.canary = desiredDeployment(e, canary, sc.canary.replicas)

@@ -15,6 +15,15 @@ type endpoint struct {
 	// parent is the API object the children belong to.
 	parent          client.Object
 	name, namespace string
+	// address is the Service clients call (every version behind it).
+	address string
+	// deploymentSelector, when set, is the immutable selector of the Deployment named so; kiln's
+	// version labels otherwise.
+	deploymentSelector func(deployment string) map[string]string
+	// mount is where each version's model goes.
+	mount modelMount
+	// labels and annotations are on every object and pod, besides kiln's labels.
+	labels, annotations map[string]string
 	// owner is the controller reference the children carry.
 	owner metav1.OwnerReference
 	// queue are the parent's labels Kueue reads, copied to the Deployments and their pods.

@@ -24,7 +24,7 @@ import (
 func fromKiln(isvc *servingv1alpha1.InferenceService, fetchImage string) endpoint {
 	s := serverOf(isvc)
 	e := endpoint{
-		parent: isvc, name: isvc.Name, namespace: isvc.Namespace,
+		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: isvc.Name, mount: kilnMount,
 		owner: metav1.OwnerReference{APIVersion: servingv1beta1.GroupVersion.String(), Kind: "InferenceService", // the stored version
 			Name: isvc.Name, UID: isvc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
 		queue:          map[string]string{},
@@ -48,7 +48,7 @@ func fromKiln(isvc *servingv1alpha1.InferenceService, fetchImage string) endpoin
 // kilnVersion is the pods of server s serving the model at uri, shaped by spec.pod.
 func kilnVersion(isvc *servingv1alpha1.InferenceService, s server, uri, fetchImage string) versionPods {
 	pod := podSpec(isvc, predictor(isvc, s))
-	mountModel(&pod, uri, fetchImage, isvc.Spec.Storage)
+	mountModel(&pod, kilnMount, uri, fetchImage, isvc.Spec.Storage)
 	labels, annotations := map[string]string{}, map[string]string{}
 	if o := isvc.Spec.Pod; o != nil {
 		maps.Copy(labels, o.Labels)
@@ -85,7 +85,6 @@ func predictor(isvc *servingv1alpha1.InferenceService, s server) corev1.Containe
 		ReadinessProbe: s.probe(s.ready),
 		LivenessProbe:  s.probe(s.live),
 		Resources:      corev1.ResourceRequirements{Requests: req, Limits: lim},
-		VolumeMounts:   []corev1.VolumeMount{{Name: "model", MountPath: ModelDir, ReadOnly: true}},
 	}
 	if o := isvc.Spec.Pod; o != nil {
 		c.Env = append(slices.Clone(c.Env), o.Env...)

@@ -247,7 +247,7 @@ func (r *Reconciler) troubleOf(ctx context.Context, e *endpoint, stableDep *apps
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for i := range pods.Items {
-		if t := podTrouble(&pods.Items[i]); t.reason != "" {
+		if t := podTrouble(&pods.Items[i], e.mount.fetch); t.reason != "" {
 			return t, nil
 		}
 	}
@@ -258,10 +258,10 @@ func (r *Reconciler) troubleOf(ctx context.Context, e *endpoint, stableDep *apps
 // whatever its pods do.
 func (t trouble) blocks() bool { return t.reason == ReasonNameConflict || t.reason == ReasonRefused }
 
-// podTrouble is what keeps one pod from starting, if it says.
-func podTrouble(p *corev1.Pod) trouble {
+// podTrouble is what keeps one pod from starting, if it says; fetch is the model fetch's container.
+func podTrouble(p *corev1.Pod, fetch string) trouble {
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name != fetchContainer {
+		if cs.Name != fetch {
 			continue
 		}
 		t := cs.State.Terminated

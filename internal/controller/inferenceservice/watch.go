@@ -94,7 +94,7 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*
 	})
 	troubleChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return podTrouble(e.ObjectOld.(*corev1.Pod)) != podTrouble(e.ObjectNew.(*corev1.Pod))
+			return podTrouble(e.ObjectOld.(*corev1.Pod), kilnMount.fetch) != podTrouble(e.ObjectNew.(*corev1.Pod), kilnMount.fetch)
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
