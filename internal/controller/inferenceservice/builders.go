@@ -40,7 +40,7 @@ func predictorName(e *endpoint, version string) string {
 }
 
 func selector(e *endpoint, version string) map[string]string {
-	l := map[string]string{LabelService: e.name}
+	l := map[string]string{LabelService: e.id}
 	if version != "" {
 		l[LabelVersion] = version
 	}
@@ -176,17 +176,25 @@ func desiredService(e *endpoint, name, version string, selects string) *corev1.S
 
 // desiredHPA scales one version's Deployment between min and max on CPU.
 func desiredHPA(e *endpoint, version string, min, max int32) *autoscalingv2.HorizontalPodAutoscaler {
-	target := int32(80)
+	metrics := e.hpaMetrics
+	if metrics == nil {
+		metrics = []autoscalingv2.MetricSpec{cpuUtilization(80)}
+	}
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"},
 		ObjectMeta: objectMeta(e, predictorName(e, version), version),
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(e, version)},
 			MinReplicas:    &min, MaxReplicas: max,
-			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &target}}}},
+			Metrics: metrics,
 		},
 	}
+}
+
+// cpuUtilization is the HPA metric of an average CPU use of percent of the requests.
+func cpuUtilization(percent int32) autoscalingv2.MetricSpec {
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &percent}}}
 }
 
 // unstructuredOf builds an object of an API kiln does not import (Gateway API, KEDA, Prometheus
@@ -196,7 +204,7 @@ func unstructuredOf(e *endpoint, apiVersion, kind, name string, spec map[string]
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{
-			"name": name, "namespace": e.namespace, "labels": map[string]any{LabelService: e.name},
+			"name": name, "namespace": e.namespace, "labels": map[string]any{LabelService: e.id},
 			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name,
 				"uid": string(owner.UID), "controller": true, "blockOwnerDeletion": true}},
 		},
@@ -291,7 +299,7 @@ func desiredServiceMonitor(e *endpoint) *unstructured.Unstructured {
 		port = "metrics"
 	}
 	return unstructuredOf(e, "monitoring.coreos.com/v1", "ServiceMonitor", e.name, map[string]any{
-		"selector": map[string]any{"matchLabels": map[string]any{LabelService: e.name},
+		"selector": map[string]any{"matchLabels": map[string]any{LabelService: e.id},
 			"matchExpressions": []any{map[string]any{"key": LabelVersion, "operator": "Exists"}}},
 		"endpoints": []any{map[string]any{"port": port, "path": m.path}},
 	})

@@ -1,6 +1,7 @@
 package inferenceservice
 
 import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,9 @@ type endpoint struct {
 	// parent is the API object the children belong to.
 	parent          client.Object
 	name, namespace string
+	// id is the value of LabelService on everything made, unique among the APIs' objects of one
+	// namespace.
+	id string
 	// address is the Service clients call (every version behind it).
 	address string
 	// deploymentSelector, when set, is the immutable selector of the Deployment named so; kiln's
@@ -40,6 +44,8 @@ type endpoint struct {
 	// minReplicas (default 1; 0 scales to zero) and maxReplicas (default minReplicas) bound the
 	// replicas.
 	minReplicas, maxReplicas *int32
+	// hpaMetrics are what an HPA scales on; nil is 80% of the CPU requests.
+	hpaMetrics []autoscalingv2.MetricSpec
 	// allowFrom, when netpol, are the only peers that may reach the pods.
 	netpol    bool
 	allowFrom []networkingv1.NetworkPolicyPeer

@@ -1,0 +1,139 @@
+package inferenceservice
+
+import (
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
+	"github.com/kiln-ml/kiln/internal/kserve"
+)
+
+// sklearnRuntime is KServe's sklearn runtime as its config/runtimes has it (image pinned).
+const sklearnRuntime = `
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata: {name: kserve-sklearnserver, annotations: {serving.kserve.io/server-type: sklearnserver}}
+spec:
+  annotations: {prometheus.kserve.io/port: "8080", prometheus.kserve.io/path: /metrics}
+  supportedModelFormats: [{name: sklearn, version: "1", autoSelect: true, priority: 1}]
+  protocolVersions: [v1, v2]
+  containers:
+  - name: kserve-container
+    image: kserve/sklearnserver:v0.20.0
+    args: ["--model_name={{.Name}}", --model_dir=/mnt/models, --http_port=8080]
+    resources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
+`
+
+// kservePlan is what the engine makes of a KServe InferenceService (YAML), on kserve-sklearnserver.
+func kservePlan(t *testing.T, doc string) plan {
+	t.Helper()
+	var isvc kservev1beta1.InferenceService
+	if err := yaml.UnmarshalStrict([]byte(doc), &isvc); err != nil {
+		t.Fatal(err)
+	}
+	var csr kservev1alpha1.ClusterServingRuntime
+	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := fromKServe(&isvc, p, "kiln")
+	return desired(&e, decide(&e, apis{}, false), apis{}, Options{}.withDefaults())
+}
+
+func find[T client.Object](objs []client.Object, name string) T {
+	var zero T
+	for _, o := range objs {
+		if t, ok := o.(T); ok && o.GetName() == name {
+			return t
+		}
+	}
+	return zero
+}
+
+// KServe's sklearn sample runs as KServe's Standard mode runs it: Deployment and Service
+// sklearn-iris-predictor under KServe's selector and labels, the runtime's server reading the model
+// storage-initializer fetched into /mnt/models, the Service's port 80 to the server's 8080.
+func TestAKServeSampleMakesKServesObjects(t *testing.T) {
+	p := kservePlan(t, `
+metadata: {name: sklearn-iris, namespace: ns, uid: u-1}
+spec: {predictor: {sklearn: {storageUri: "gs://kfserving-examples/models/sklearn/1.0/model"}}}
+`)
+	d := find[*appsv1.Deployment](p.want, "sklearn-iris-predictor")
+	if d == nil {
+		t.Fatalf("no Deployment sklearn-iris-predictor in %d objects", len(p.want))
+	}
+	if d.Spec.Template.Labels[LabelService] != "sklearn-iris.kserve" {
+		t.Errorf("pod labels %v: want %s sklearn-iris.kserve, apart from a kiln InferenceService sklearn-iris", d.Spec.Template.Labels, LabelService)
+	}
+	if sel := d.Spec.Selector.MatchLabels; len(sel) != 1 || sel["app"] != "isvc.sklearn-iris-predictor" {
+		t.Errorf("selector = %v, want KServe's app=isvc.sklearn-iris-predictor", sel)
+	}
+	tl := d.Spec.Template.Labels
+	if tl["app"] != "isvc.sklearn-iris-predictor" || tl["serving.kserve.io/inferenceservice"] != "sklearn-iris" || tl["component"] != "predictor" {
+		t.Errorf("pod labels = %v, want KServe's", tl)
+	}
+	if o := d.OwnerReferences; len(o) != 1 || o[0].APIVersion != "serving.kserve.io/v1beta1" || o[0].UID != "u-1" || !*o[0].Controller {
+		t.Errorf("owner = %+v, want KServe's InferenceService", o)
+	}
+	pod := d.Spec.Template.Spec
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "storage-initializer" || pod.InitContainers[0].Env[0].Value != "gs://kfserving-examples/models/sklearn/1.0/model" {
+		t.Errorf("init containers = %+v, want storage-initializer fetching the model", pod.InitContainers)
+	}
+	server := pod.Containers[0]
+	if server.Name != "kserve-container" || server.Args[0] != "--model_name=sklearn-iris" || server.ReadinessProbe == nil || server.ReadinessProbe.TCPSocket.Port.IntValue() != 8080 {
+		t.Errorf("server = %+v, want the runtime's, filled, ready on TCP 8080", server)
+	}
+	if !slices.ContainsFunc(server.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "kserve-provision-location" && m.MountPath == "/mnt/models" && m.ReadOnly
+	}) {
+		t.Errorf("server mounts %+v, want the model read-only at /mnt/models", server.VolumeMounts)
+	}
+	svc := find[*corev1.Service](p.want, "sklearn-iris-predictor")
+	if svc == nil || svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.IntValue() != 8080 {
+		t.Fatalf("Service = %+v, want sklearn-iris-predictor, port 80 to 8080", svc)
+	}
+	if find[*corev1.Service](p.want, "sklearn-iris") != nil {
+		t.Errorf("a Service sklearn-iris is made: KServe's address is sklearn-iris-predictor alone")
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "sklearn-iris-predictor") != nil {
+		t.Errorf("replicas %v: want 1 and no HPA without maxReplicas", d.Spec.Replicas)
+	}
+}
+
+// An HPA between minReplicas and maxReplicas on scaleMetric at scaleTarget; autoscalerClass none
+// fixes minReplicas; minReplicas 0 is 1 under an HPA, as in KServe.
+func TestKServeScalingFollowsTheComponentExtension(t *testing.T) {
+	p := kservePlan(t, `
+metadata: {name: s, namespace: ns}
+spec: {predictor: {minReplicas: 0, maxReplicas: 4, scaleTarget: 60, sklearn: {storageUri: "gs://m/s"}}}
+`)
+	h := find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor")
+	if h == nil || *h.Spec.MinReplicas != 1 || h.Spec.MaxReplicas != 4 || h.Spec.Metrics[0].Resource.Name != corev1.ResourceCPU || *h.Spec.Metrics[0].Resource.Target.AverageUtilization != 60 {
+		t.Fatalf("HPA = %+v, want 1..4 on 60%% CPU", h)
+	}
+	p = kservePlan(t, `
+metadata: {name: s, namespace: ns, annotations: {serving.kserve.io/autoscalerClass: none}}
+spec: {predictor: {minReplicas: 2, maxReplicas: 4, sklearn: {storageUri: "gs://m/s"}}}
+`)
+	if d := find[*appsv1.Deployment](p.want, "s-predictor"); *d.Spec.Replicas != 2 || find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor") != nil {
+		t.Errorf("autoscalerClass none: replicas %d and an HPA; want 2 and none", *d.Spec.Replicas)
+	}
+	p = kservePlan(t, `
+metadata: {name: s, namespace: ns}
+spec: {predictor: {maxReplicas: 3, autoScaling: {metrics: [{type: Resource, resource: {name: memory, target: {type: AverageValue, averageValue: 1Gi}}}]}, sklearn: {storageUri: "gs://m/s"}}}
+`)
+	h = find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor")
+	if h == nil || h.Spec.Metrics[0].Resource.Name != corev1.ResourceMemory || h.Spec.Metrics[0].Resource.Target.AverageValue.String() != "1Gi" {
+		t.Errorf("HPA = %+v, want autoScaling's memory average value", h)
+	}
+}
