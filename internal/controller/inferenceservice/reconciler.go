@@ -107,11 +107,14 @@ type Reconciler struct {
 	tell  transition.Teller
 	clock clock.PassiveClock
 	opts  Options
+	// api is the InferenceService API this reconciler serves.
+	api api
 }
 
 // NewReconciler returns the InferenceService reconciler.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts.withDefaults()}
+	r.api = kilnAPI{client: c, fetchImage: r.opts.FetchImage}
 	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf}
 	return r
 }
@@ -166,11 +169,10 @@ func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
-	isvc := &servingv1alpha1.InferenceService{}
-	if err := conversion.ReadHub(ctx, r.client, req.NamespacedName, &servingv1beta1.InferenceService{}, isvc); err != nil || isvc.DeletionTimestamp != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	parent, e, err := r.api.read(ctx, req.NamespacedName)
+	if parent == nil || err != nil {
+		return reconcile.Result{}, err
 	}
-	e := fromKiln(isvc, r.opts.FetchImage)
 	have := r.installed(ctx)
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
@@ -201,20 +203,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	st := status(isvc, &e, sc, stableDep, canaryDep, why, wakes, r.opts.KEDAHTTPInterceptor, metav1.NewTime(r.clock.Now()))
-	if !equality.Semantic.DeepEqual(st, isvc.Status) {
-		if err := r.status.Write(ctx, isvc, &st); err != nil {
+	seen := observed{sc: sc, stable: stableDep, canary: canaryDep, why: why, wakes: wakes, interceptor: r.opts.KEDAHTTPInterceptor, now: metav1.NewTime(r.clock.Now())}
+	if st, told := r.api.status(parent, &e, seen); st != nil {
+		if err := r.status.Write(ctx, parent, st); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				return reconcile.Result{}, applyErr // a newer version is on its way, and reconciles again
 			}
-			return reconcile.Result{}, fmt.Errorf("writing the status of InferenceService %s: %w", isvc.Name, err)
+			return reconcile.Result{}, fmt.Errorf("writing the status of %s %s: %w", e.owner.Kind, e.name, err)
 		}
-		r.tell.Tell(isvc, told(isvc, st, why))
+		r.tell.Tell(parent, told)
 	}
 	if owned.AsConflict(applyErr) != nil {
 		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
 	}
 	return reconcile.Result{}, applyErr
+}
+
+// api is an InferenceService API the engine serves: how to read an object of it, compile it to
+// an endpoint and say its status.
+type api interface {
+	// read is the object key names, from the cache, and its endpoint; a nil object when it is gone
+	// or going.
+	read(ctx context.Context, key client.ObjectKey) (client.Object, endpoint, error)
+	// status is the object's status after what this reconcile observed, and what writing it tells;
+	// nil when it has not changed.
+	status(obj client.Object, e *endpoint, seen observed) (any, transition.Told)
+}
+
+// observed is what a reconcile saw of an endpoint: how its replicas are decided, its versions'
+// Deployments (nil when absent), what keeps its pods from serving, whether requests wake it from
+// zero (and the interceptor that holds them), and when.
+type observed struct {
+	sc             scaling
+	stable, canary *appsv1.Deployment
+	why            trouble
+	wakes          bool
+	interceptor    string
+	now            metav1.Time
+}
+
+// kilnAPI is kiln's own InferenceService, read at its hub version.
+type kilnAPI struct {
+	client     client.Reader
+	fetchImage string
+}
+
+func (k kilnAPI) read(ctx context.Context, key client.ObjectKey) (client.Object, endpoint, error) {
+	isvc := &servingv1alpha1.InferenceService{}
+	if err := conversion.ReadHub(ctx, k.client, key, &servingv1beta1.InferenceService{}, isvc); err != nil || isvc.DeletionTimestamp != nil {
+		return nil, endpoint{}, client.IgnoreNotFound(err)
+	}
+	return isvc, fromKiln(isvc, k.fetchImage), nil
+}
+
+func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, transition.Told) {
+	isvc := obj.(*servingv1alpha1.InferenceService)
+	st := status(isvc, e, seen.sc, seen.stable, seen.canary, seen.why, seen.wakes, seen.interceptor, seen.now)
+	if equality.Semantic.DeepEqual(st, isvc.Status) {
+		return nil, transition.Told{}
+	}
+	return &st, told(isvc, st, seen.why)
 }
 
 // conflictRecheck is how soon an InferenceService held by an object in the way looks again
