@@ -230,6 +230,9 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		names = append(names, pyjob.ControllerName)
 	}
 	slices.Sort(names)
+	if len(names) == 0 { // only kinds of their own controllers (--kinds=inferenceservice): no operator's pods
+		names = []string{"none"}
+	}
 	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
 	if err != nil {
 		panic(err) // controller names are constants and valid label values

@@ -207,3 +207,12 @@ func TestCachedJobSetsKeepWhatTheTrainJobControllerReads(t *testing.T) {
 		t.Errorf("cached JobSet (-want +got):\n%s", diff)
 	}
 }
+
+// A manager of kinds with their own controllers only (--kinds=inferenceservice) caches no
+// operator's pods, and starts.
+func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
+	o := cacheOptions(nil, nil, false, "")
+	if o.ByObject == nil {
+		t.Fatal("no cache options")
+	}
+}

@@ -32,6 +32,8 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kubeflowv2beta1 "github.com/kiln-ml/kiln/api/kubeflow.org/v2beta1"
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
@@ -128,13 +130,22 @@ const (
 	pyJobKind            = "pyjob"
 	inferenceServiceKind = "inferenceservice"
 	trainJobKind         = "trainjob"
+	// kserveInferenceServiceKind is KServe's InferenceService (serving.kserve.io), served only when
+	// named: its CRDs (config/crd/kserve) are not part of kiln's install, and a cluster may run
+	// KServe's own controller.
+	kserveInferenceServiceKind = "kserve-inferenceservice"
 )
 
 // KindNames lists the kinds that --kinds accepts, given the frameworks served.
 func KindNames(frameworks *framework.Set) []string {
-	names := append([]string{pyJobKind, inferenceServiceKind, trainJobKind}, frameworks.Kinds()...)
+	names := append(defaultKinds(frameworks), kserveInferenceServiceKind)
 	sort.Strings(names)
 	return names
+}
+
+// defaultKinds are the kinds served without --kinds: all but KServe's.
+func defaultKinds(frameworks *framework.Set) []string {
+	return append([]string{pyJobKind, inferenceServiceKind, trainJobKind}, frameworks.Kinds()...)
 }
 
 // Scheme knows the built-in kinds and every kind kiln serves.
@@ -148,6 +159,8 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(trainingv1beta1.AddToScheme(s))
 	utilruntime.Must(servingv1alpha1.AddToScheme(s))
 	utilruntime.Must(servingv1beta1.AddToScheme(s))
+	utilruntime.Must(kservev1alpha1.AddToScheme(s))
+	utilruntime.Must(kservev1beta1.AddToScheme(s))
 	utilruntime.Must(trainerv1alpha1.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
 	return s
@@ -255,6 +268,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}
 	}
+	if own[kserveInferenceServiceKind] {
+		r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
+		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the controller of KServe's InferenceService (are kiln's serving.kserve.io CRDs installed? config/crd/kserve): %w", err)
+		}
+	}
 	if o.Webhook.Port != 0 {
 		var rights admission.PodRights
 		if !o.Webhook.AllowBorrowedRights {
@@ -334,13 +353,13 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	}
 	kinds := o.Kinds
 	if len(kinds) == 0 {
-		kinds = KindNames(all)
+		kinds = defaultKinds(all)
 	}
 	var out []framework.Framework
 	own := map[string]bool{}
 	for _, k := range kinds {
 		k = strings.ToLower(k)
-		if k == pyJobKind || k == inferenceServiceKind || k == trainJobKind {
+		if k == pyJobKind || k == inferenceServiceKind || k == trainJobKind || k == kserveInferenceServiceKind {
 			own[k] = true
 			continue
 		}

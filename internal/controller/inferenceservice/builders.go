@@ -24,6 +24,8 @@ import (
 // Labels on everything an InferenceService owns; version is stable or canary.
 const (
 	LabelService = "serving.kiln.dev/inferenceservice"
+	// LabelAPI is on what an InferenceService of another API than kiln's makes: kserve.
+	LabelAPI     = "serving.kiln.dev/api"
 	LabelVersion = "serving.kiln.dev/version"
 	stable       = "stable"
 	canary       = "canary"

@@ -6,6 +6,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/kserve"
 )
 
 // endpoint is what the serving engine runs, whichever API asked for it: each version's pods, the
@@ -24,6 +26,8 @@ type endpoint struct {
 	// deploymentSelector, when set, is the immutable selector of the Deployment named so; kiln's
 	// version labels otherwise.
 	deploymentSelector func(deployment string) map[string]string
+	// runtime is the KServe runtime that serves the model, for the status; nil otherwise.
+	runtime *kserve.Runtime
 	// mount is where each version's model goes.
 	mount modelMount
 	// labels and annotations are on every object and pod, besides kiln's labels.

@@ -4,19 +4,35 @@ package inferenceservice
 // KServe's Standard mode builds it (internal/kserve), under KServe's names and labels.
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
 	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	"github.com/kiln-ml/kiln/internal/kserve"
 	"github.com/kiln-ml/kiln/internal/kueue"
 	"github.com/kiln-ml/kiln/internal/modeluri"
+	"github.com/kiln-ml/kiln/internal/transition"
 )
 
 // kserveID is LabelService's value on a KServe InferenceService's objects: its name, and .kserve,
@@ -36,11 +52,11 @@ const kserveDefaultPort = 8080
 func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchImage string) endpoint {
 	ext := isvc.Spec.Predictor.ComponentExtensionSpec
 	e := endpoint{
-		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: p.Name, id: kserveID(isvc.Name),
+		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: p.Name, id: kserveID(isvc.Name), runtime: p.Runtime,
 		owner: metav1.OwnerReference{APIVersion: kservev1beta1.GroupVersion.String(), Kind: "InferenceService",
 			Name: isvc.Name, UID: isvc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
 		deploymentSelector: kserve.Selector,
-		labels:             p.Labels, annotations: p.Annotations,
+		labels:             union(p.Labels, map[string]string{LabelAPI: "kserve"}), annotations: p.Annotations,
 		mount:          kserveMount,
 		queue:          map[string]string{},
 		port:           kserveDefaultPort,
@@ -121,4 +137,183 @@ func kserveMetrics(ext kservev1beta1.ComponentExtensionSpec) []autoscalingv2.Met
 		}
 	}
 	return nil
+}
+
+// kserveAPI is KServe's InferenceService, its predictor served on the ServingRuntimes and
+// ClusterServingRuntimes the cache holds.
+type kserveAPI struct {
+	client     client.Reader
+	fetchImage string
+}
+
+// Deployment modes: kiln serves Standard (RawDeployment is its old name).
+const kserveDeploymentMode = "serving.kserve.io/deploymentMode"
+
+func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Object, *endpoint, error) {
+	isvc := &kservev1beta1.InferenceService{}
+	if err := k.client.Get(ctx, key, isvc); err != nil || isvc.DeletionTimestamp != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	switch mode := isvc.Annotations[kserveDeploymentMode]; mode {
+	case "", "Standard", "RawDeployment":
+	default:
+		return isvc, nil, &refused{"DeploymentModeNotServed", fmt.Sprintf(
+			"%s: %s mode is not served: kiln serves KServe's Standard mode; set the annotation to Standard (or remove it)", kserveDeploymentMode, mode)}
+	}
+	var srs kservev1alpha1.ServingRuntimeList
+	if err := k.client.List(ctx, &srs, client.InNamespace(isvc.Namespace)); err != nil {
+		return nil, nil, err
+	}
+	var csrs kservev1alpha1.ClusterServingRuntimeList
+	if err := k.client.List(ctx, &csrs); err != nil {
+		return nil, nil, err
+	}
+	p, err := kserve.Build(isvc, &isvc.Spec.Predictor, kserve.Namespaced(srs.Items), kserve.Clustered(csrs.Items))
+	var failure *kserve.Failure
+	if errors.As(err, &failure) {
+		return isvc, nil, &refused{string(failure.Reason), failure.Message}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	e := fromKServe(isvc, p, k.fetchImage)
+	return isvc, &e, nil
+}
+
+func (kserveAPI) kind() apiKind {
+	isKServe, _ := labels.NewRequirement(LabelAPI, selection.Equals, []string{"kserve"})
+	return apiKind{
+		name:   "kserve-inferenceservice",
+		object: func() client.Object { return &kservev1beta1.InferenceService{} },
+		list:   func() client.ObjectList { return &kservev1beta1.InferenceServiceList{} },
+		gvk:    kservev1beta1.GroupVersion.WithKind("InferenceService"),
+		owns:   *isKServe,
+		fetch:  kserveMount.fetch,
+		nameOf: func(id string) (string, bool) { return strings.CutSuffix(id, ".kserve") },
+		// A runtime that comes, goes or changes may change every model that could run on it: the
+		// InferenceServices of its namespace, or of every namespace for a cluster runtime.
+		watch: func(b *builder.Builder, r *Reconciler) *builder.Builder {
+			return b.Watches(&kservev1alpha1.ServingRuntime{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+				return r.every(ctx, client.InNamespace(o.GetNamespace()))
+			})).Watches(&kservev1alpha1.ClusterServingRuntime{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+				return r.every(ctx)
+			}))
+		},
+	}
+}
+
+// +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices/status,verbs=get;patch
+// +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices/finalizers,verbs=update
+// +kubebuilder:rbac:groups=serving.kserve.io,resources=servingruntimes;clusterservingruntimes,verbs=get;list;watch
+
+// NewKServeReconciler returns the reconciler of KServe's InferenceServices (serving.kserve.io), on
+// the engine kiln's own InferenceServices run on.
+func NewKServeReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
+	r := NewReconciler(c, reader, rec, clk, opts)
+	r.api = kserveAPI{client: c, fetchImage: r.opts.FetchImage}
+	return r
+}
+
+func (kserveAPI) status(obj client.Object, e *endpoint, seen observed) (any, transition.Told) {
+	isvc := obj.(*kservev1beta1.InferenceService)
+	st := kserveStatus(isvc, e, seen)
+	if equality.Semantic.DeepEqual(st, isvc.Status) {
+		return nil, transition.Told{}
+	}
+	return &st, toldOf(isvc.CreationTimestamp, isvc.Status.Conditions, st.Conditions, seen.why)
+}
+
+// kserveStatus is the status KServe's clients read, from what the engine saw: PredictorReady
+// from the predictor's Deployment and pods, IngressReady (kiln makes no Ingress: the service is
+// called inside the cluster), Ready both and the rollout complete, the model's state, the runtime.
+func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observed) kservev1beta1.InferenceServiceStatus {
+	st := *isvc.Status.DeepCopy()
+	st.ObservedGeneration = isvc.Generation
+	st.DeploymentMode = "Standard"
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: seen.now})
+	}
+	set(kservev1beta1.ConditionStopped, false, "Serving", "")
+	if r := seen.refused; r != nil {
+		set(kservev1beta1.ConditionPredictorReady, false, r.reason, r.message)
+		set(kservev1beta1.ConditionReady, false, r.reason, r.message)
+		st.ModelStatus = kservev1beta1.ModelStatus{TransitionStatus: kservev1beta1.InvalidSpec,
+			ModelRevisionStates: &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.Pending, TargetModelState: kservev1beta1.FailedToLoad},
+			LastFailureInfo:     &kservev1beta1.FailureInfo{Reason: failureReason(r.reason), Message: r.message}}
+		return st
+	}
+	st.ServingRuntimeName, st.ClusterServingRuntimeName = "", ""
+	if rt := e.runtime; rt != nil && rt.Cluster {
+		st.ClusterServingRuntimeName = rt.Name
+	} else if rt != nil {
+		st.ServingRuntimeName = rt.Name
+	}
+	address := "http://" + serviceHost(e)
+	st.Address = &kservev1beta1.Addressable{URL: address}
+	ok, reason, msg := versionReady(seen.stable, false, address)
+	if !ok && seen.why.reason != "" && !seen.why.blocks() {
+		reason, msg = seen.why.reason, msg+": "+seen.why.message
+	}
+	set(kservev1beta1.ConditionPredictorReady, ok, reason, msg)
+	set(kservev1beta1.ConditionIngressReady, true, "ClusterLocal", "kiln makes no Ingress: clients in the cluster call "+address)
+	ready, readyReason, readyMsg := ok, reason, msg
+	rollout := rolloutOf(seen.stable)
+	if ok && !rollout.complete {
+		active := ""
+		if seen.stable != nil {
+			active = seen.stable.Spec.Template.Annotations[modelURIAnnotation]
+		}
+		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(active, e.stable.model, seen.why)
+	}
+	if seen.why.blocks() {
+		ready, readyReason, readyMsg = false, seen.why.reason, seen.why.message
+	}
+	if ready {
+		readyReason, readyMsg = "Ready", "serving at "+address
+	}
+	set(kservev1beta1.ConditionReady, ready, readyReason, readyMsg)
+	st.URL = ""
+	component := kservev1beta1.ComponentStatusSpec{Address: &kservev1beta1.Addressable{URL: address}}
+	if ready {
+		st.URL, component.URL = address, address
+	}
+	st.Components = map[string]kservev1beta1.ComponentStatusSpec{"predictor": component}
+	st.ModelStatus = modelStatus(seen, ready)
+	return st
+}
+
+// modelStatus is the model's state: loaded once ready, failed when its fetch failed, else loading.
+func modelStatus(seen observed, ready bool) kservev1beta1.ModelStatus {
+	var copies int32
+	if seen.stable != nil {
+		copies = seen.stable.Status.ReadyReplicas
+	}
+	m := kservev1beta1.ModelStatus{ModelCopies: &kservev1beta1.ModelCopies{TotalCopies: copies}}
+	switch {
+	case ready:
+		m.TransitionStatus = kservev1beta1.UpToDate
+		m.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.Loaded, TargetModelState: kservev1beta1.Loaded}
+	case seen.why.reason == "ModelFetchFailed":
+		m.TransitionStatus = kservev1beta1.BlockedByFailedLoad
+		m.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.FailedToLoad, TargetModelState: kservev1beta1.FailedToLoad}
+		m.LastFailureInfo = &kservev1beta1.FailureInfo{Reason: kservev1beta1.ModelLoadFailed, Message: seen.why.message, Location: kserveMount.fetch}
+	default:
+		m.TransitionStatus = kservev1beta1.InProgress
+		m.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.Pending, TargetModelState: kservev1beta1.Loading}
+	}
+	return m
+}
+
+// failureReason is a refusal's reason as KServe's FailureReason enum has it.
+func failureReason(reason string) kservev1beta1.FailureReason {
+	switch r := kservev1beta1.FailureReason(reason); r {
+	case kservev1beta1.RuntimeDisabled, kservev1beta1.NoSupportingRuntime, kservev1beta1.RuntimeNotRecognized, kservev1beta1.InvalidPredictorSpec:
+		return r
+	}
+	return kservev1beta1.InvalidPredictorSpec
 }

@@ -2,6 +2,7 @@ package inferenceservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -124,41 +127,53 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 // pods' trouble and (metadata only) the CRDs of the optional APIs: installing or removing one
 // re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	ownedCache, err := newOwnedCache(mgr, r.opts.Namespaces)
+	k := r.api.kind()
+	ownedCache, err := newOwnedCache(mgr, r.opts.Namespaces, k.owns)
 	if err != nil {
 		return err
 	}
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(crdKind)
-	c, err := ctrl.NewControllerManagedBy(mgr).
-		Named("inferenceservice").
-		For(&servingv1beta1.InferenceService{}). // the stored version: once every object is stored at it, no read waits for the conversion webhook
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(k.name).
+		For(k.object()).
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { _, ok := optionalKinds[o.GetName()]; return ok }))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)}).
-		Build(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})
+	if k.watch != nil {
+		b = k.watch(b, r)
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
 	r.owned = ownedCache
-	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), servingv1beta1.GroupVersion.WithKind("InferenceService")); err != nil {
+	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), k.gvk); err != nil {
 		return err
 	}
-	r.watches, err = newWatches(mgr, c, ownedCache)
+	r.watches, err = newWatches(mgr, c, ownedCache, k)
 	return err
 }
 
 // optionalAPIChanged re-reconciles every service when an optional API comes or goes.
 func (r *Reconciler) optionalAPIChanged(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list servingv1beta1.InferenceServiceList
-	if err := r.client.List(ctx, &list); err != nil {
+	return r.every(ctx)
+}
+
+// every is a request for every object of the API, of the namespaces opts limit.
+func (r *Reconciler) every(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	list := r.api.kind().list()
+	if err := r.client.List(ctx, list, opts...); err != nil {
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&i)})
+	items, _ := meta.ExtractList(list)
+	reqs := make([]reconcile.Request, 0, len(items))
+	for _, i := range items {
+		if o, ok := i.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
 	}
 	return reqs
 }
@@ -170,6 +185,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
 	parent, e, err := r.api.read(ctx, req.NamespacedName)
+	var why *refused
+	if errors.As(err, &why) { // nothing can run: the status says why, until the object or what it names changes
+		if err := r.writeStatus(ctx, parent, nil, observed{refused: why, now: metav1.NewTime(r.clock.Now())}); !errors.Is(err, errStale) {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, nil
+	}
 	if parent == nil || err != nil {
 		return reconcile.Result{}, err
 	}
@@ -177,41 +199,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
-	accepted, err := r.routeAccepted(ctx, &e, have)
+	accepted, err := r.routeAccepted(ctx, e, have)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	sc := decide(&e, have, accepted)
+	sc := decide(e, have, accepted)
 	wakes := false
 	if sc.keda {
-		if wakes, err = r.interceptorRouteReady(ctx, &e); err != nil {
+		if wakes, err = r.interceptorRouteReady(ctx, e); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	stableDep, err := r.deployment(ctx, &e, stable)
+	stableDep, err := r.deployment(ctx, e, stable)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	canaryDep, err := r.deployment(ctx, &e, canary)
+	canaryDep, err := r.deployment(ctx, e, canary)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	// The Deployments as the apply answered: a spec change shows as a generation their
 	// controller has not observed yet, so Ready never speaks of the previous model.
-	stableDep, canaryDep, applyErr := r.applyAll(ctx, &e, sc, have, stableDep, canaryDep)
-	why, err := r.troubleOf(ctx, &e, stableDep, applyErr)
+	stableDep, canaryDep, applyErr := r.applyAll(ctx, e, sc, have, stableDep, canaryDep)
+	trouble, err := r.troubleOf(ctx, e, stableDep, applyErr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	seen := observed{sc: sc, stable: stableDep, canary: canaryDep, why: why, wakes: wakes, interceptor: r.opts.KEDAHTTPInterceptor, now: metav1.NewTime(r.clock.Now())}
-	if st, told := r.api.status(parent, &e, seen); st != nil {
-		if err := r.status.Write(ctx, parent, st); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				return reconcile.Result{}, applyErr // a newer version is on its way, and reconciles again
-			}
-			return reconcile.Result{}, fmt.Errorf("writing the status of %s %s: %w", e.owner.Kind, e.name, err)
+	seen := observed{sc: sc, stable: stableDep, canary: canaryDep, why: trouble, wakes: wakes, interceptor: r.opts.KEDAHTTPInterceptor, now: metav1.NewTime(r.clock.Now())}
+	if err := r.writeStatus(ctx, parent, e, seen); err != nil {
+		if errors.Is(err, errStale) {
+			return reconcile.Result{}, applyErr // a newer version is on its way, and reconciles again
 		}
-		r.tell.Tell(parent, told)
+		return reconcile.Result{}, err
 	}
 	if owned.AsConflict(applyErr) != nil {
 		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
@@ -223,11 +242,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // an endpoint and say its status.
 type api interface {
 	// read is the object key names, from the cache, and its endpoint; a nil object when it is gone
-	// or going.
-	read(ctx context.Context, key client.ObjectKey) (client.Object, endpoint, error)
+	// or going; a *refused error (with the object) when nothing of it can run.
+	read(ctx context.Context, key client.ObjectKey) (client.Object, *endpoint, error)
 	// status is the object's status after what this reconcile observed, and what writing it tells;
 	// nil when it has not changed.
 	status(obj client.Object, e *endpoint, seen observed) (any, transition.Told)
+	kind() apiKind
+}
+
+// apiKind is how the controller of an API is set up.
+type apiKind struct {
+	// name is the controller's.
+	name string
+	// object and list are empty objects of the API's stored version, which the controller
+	// watches; gvk is the kind whose status it writes.
+	object func() client.Object
+	list   func() client.ObjectList
+	gvk    schema.GroupVersionKind
+	// owns selects, with LabelService, the objects of this API in the controller's own cache.
+	owns labels.Requirement
+	// fetch is the model fetch's container, whose failures a pod's trouble tells.
+	fetch string
+	// nameOf is the name of the object a LabelService value belongs to; false if none of this API.
+	nameOf func(id string) (string, bool)
+	// watch adds the API's own watches to the controller of r.
+	watch func(b *builder.Builder, r *Reconciler) *builder.Builder
 }
 
 // observed is what a reconcile saw of an endpoint: how its replicas are decided, its versions'
@@ -237,9 +276,11 @@ type observed struct {
 	sc             scaling
 	stable, canary *appsv1.Deployment
 	why            trouble
-	wakes          bool
-	interceptor    string
-	now            metav1.Time
+	// refused, when set, is why nothing runs (and the rest is zero).
+	refused     *refused
+	wakes       bool
+	interceptor string
+	now         metav1.Time
 }
 
 // kilnAPI is kiln's own InferenceService, read at its hub version.
@@ -248,12 +289,26 @@ type kilnAPI struct {
 	fetchImage string
 }
 
-func (k kilnAPI) read(ctx context.Context, key client.ObjectKey) (client.Object, endpoint, error) {
+func (k kilnAPI) read(ctx context.Context, key client.ObjectKey) (client.Object, *endpoint, error) {
 	isvc := &servingv1alpha1.InferenceService{}
 	if err := conversion.ReadHub(ctx, k.client, key, &servingv1beta1.InferenceService{}, isvc); err != nil || isvc.DeletionTimestamp != nil {
-		return nil, endpoint{}, client.IgnoreNotFound(err)
+		return nil, nil, client.IgnoreNotFound(err)
 	}
-	return isvc, fromKiln(isvc, k.fetchImage), nil
+	e := fromKiln(isvc, k.fetchImage)
+	return isvc, &e, nil
+}
+
+func (kilnAPI) kind() apiKind {
+	notKServe, _ := labels.NewRequirement(LabelAPI, selection.DoesNotExist, nil)
+	return apiKind{
+		name:   "inferenceservice",
+		object: func() client.Object { return &servingv1beta1.InferenceService{} }, // the stored version: once every object is stored at it, no read waits for the conversion webhook
+		list:   func() client.ObjectList { return &servingv1beta1.InferenceServiceList{} },
+		gvk:    servingv1beta1.GroupVersion.WithKind("InferenceService"),
+		owns:   *notKServe,
+		fetch:  kilnMount.fetch,
+		nameOf: func(id string) (string, bool) { return id, true },
+	}
 }
 
 func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, transition.Told) {
@@ -264,6 +319,31 @@ func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, trans
 	}
 	return &st, told(isvc, st, seen.why)
 }
+
+// writeStatus writes the API's status of parent after what was seen, when it changed, and tells
+// of it. errStale: the object changed or went meanwhile.
+func (r *Reconciler) writeStatus(ctx context.Context, parent client.Object, e *endpoint, seen observed) error {
+	st, told := r.api.status(parent, e, seen)
+	if st == nil {
+		return nil
+	}
+	if err := r.status.Write(ctx, parent, st); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errStale
+		}
+		return fmt.Errorf("writing the status of %s %s: %w", r.api.kind().gvk.Kind, parent.GetName(), err)
+	}
+	r.tell.Tell(parent, told)
+	return nil
+}
+
+var errStale = errors.New("the object changed since it was read")
+
+// refused is why an API's object cannot run at all (no runtime serves its model): its reason and
+// what to do. read returns it with the object.
+type refused struct{ reason, message string }
+
+func (e *refused) Error() string { return e.message }
 
 // conflictRecheck is how soon an InferenceService held by an object in the way looks again
 // (objects without kiln's label are in no cache: nothing tells when it goes).
@@ -334,16 +414,21 @@ func podTrouble(p *corev1.Pod, fetch string) trouble {
 // Ready (from its creation, or from when it stopped being ready), and a Warning event when kiln's
 // writes start being refused or held by an object in the way.
 func told(old *servingv1alpha1.InferenceService, st servingv1alpha1.InferenceServiceStatus, why trouble) transition.Told {
+	return toldOf(old.CreationTimestamp, old.Status.Conditions, st.Conditions, why)
+}
+
+// toldOf is told of an object created at created whose conditions go from old to conds.
+func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) transition.Told {
 	var t transition.Told
-	now := meta.FindStatusCondition(st.Conditions, Ready)
-	before := meta.FindStatusCondition(old.Status.Conditions, Ready)
+	now := meta.FindStatusCondition(conds, Ready)
+	before := meta.FindStatusCondition(old, Ready)
 	if why.blocks() && (before == nil || before.Reason != why.reason || before.Message != why.message) {
 		t.Event(corev1.EventTypeWarning, why.reason, why.message)
 	}
 	if now == nil || now.Status != metav1.ConditionTrue || (before != nil && before.Status == metav1.ConditionTrue) {
 		return t
 	}
-	since := old.CreationTimestamp.Time
+	since := created.Time
 	if before != nil {
 		since = before.LastTransitionTime.Time
 	}

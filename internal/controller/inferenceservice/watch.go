@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	servingv1beta1 "github.com/kiln-ml/kiln/api/serving/v1beta1"
 	"github.com/kiln-ml/kiln/internal/owned"
 )
 
@@ -47,12 +46,12 @@ var (
 // they do not start) and its objects of the optional APIs — each selected by LabelService, so it
 // holds nothing else of the cluster. The manager's Service and pod caches hold the training
 // kinds' children only (their own label), hence a cache of its own.
-func newOwnedCache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
+func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement) (cache.Cache, error) {
 	has, err := labels.NewRequirement(LabelService, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
-	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has), map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}})
+	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has, api), map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}})
 }
 
 // podStatusOnly keeps of a cached pod what troubleOf reads: its name, labels and status.
@@ -79,9 +78,9 @@ type watches struct {
 	active map[schema.GroupVersionKind]bool
 }
 
-func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*watches, error) {
+func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache, k apiKind) (*watches, error) {
 	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
-		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &servingv1beta1.InferenceService{}, handler.OnlyControllerOwner())}
+		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), k.object(), handler.OnlyControllerOwner())}
 	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}} {
 		if err := c.Watch(source.Kind(owned, o, w.owner)); err != nil {
 			return nil, err
@@ -90,11 +89,15 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache) (*
 	// A pod's trouble (a failed fetch, an image that cannot be pulled) changes no Deployment
 	// status: its pods tell.
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetLabels()[LabelService]}}}
+		name, ok := k.nameOf(o.GetLabels()[LabelService])
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 	})
 	troubleChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return podTrouble(e.ObjectOld.(*corev1.Pod), kilnMount.fetch) != podTrouble(e.ObjectNew.(*corev1.Pod), kilnMount.fetch)
+			return podTrouble(e.ObjectOld.(*corev1.Pod), k.fetch) != podTrouble(e.ObjectNew.(*corev1.Pod), k.fetch)
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },

@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -10,8 +11,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
@@ -38,7 +46,6 @@ func createStrictly(ctx context.Context, o *unstructured.Unstructured) error {
 // InferenceService of its v1beta1 samples are accepted with every field they set, or refused
 // naming a part of KServe kiln does not serve; its sklearn and rollout samples are accepted.
 func TestKServesOwnManifestsAreKeptAsWritten(t *testing.T) {
-	env.InstallCRDs(t, testenv.KServeCRDs())
 	ctx := context.Background()
 	runtimes := testenv.KServeManifests(t, "runtimes")
 	if len(runtimes) < 10 {
@@ -97,7 +104,6 @@ func TestKServesOwnManifestsAreKeptAsWritten(t *testing.T) {
 // TestKServeInferenceServicesOutOfBoundsAreRefusedNamingTheField: what would make objects the
 // apiserver refuses, or that kiln does not serve, is refused at admission by the CRD's own rules.
 func TestKServeInferenceServicesOutOfBoundsAreRefusedNamingTheField(t *testing.T) {
-	env.InstallCRDs(t, testenv.KServeCRDs())
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	isvc := func(name string, predictor map[string]any, more map[string]any) *unstructured.Unstructured {
@@ -180,7 +186,6 @@ func pickFromKServesRuntimes(t *testing.T, objs []*unstructured.Unstructured) {
 // KServe's default single-model runtimes, field for field but for their images, which are pinned;
 // the apiserver takes them as written.
 func TestKilnsRuntimesAreKServesWithPinnedImages(t *testing.T) {
-	env.InstallCRDs(t, testenv.KServeCRDs())
 	ctx := context.Background()
 	decode := func(objs []*unstructured.Unstructured) map[string]kservev1alpha1.ClusterServingRuntime {
 		out := map[string]kservev1alpha1.ClusterServingRuntime{}
@@ -231,4 +236,127 @@ func TestKilnsRuntimesAreKServesWithPinnedImages(t *testing.T) {
 		t.Errorf("kiln installs %d runtimes, want KServe's %d but the multi-node one", len(ours), len(theirs))
 	}
 	pickFromKServesRuntimes(t, objs)
+}
+
+// installKilnRuntimes applies the ClusterServingRuntimes kiln ships (again is harmless).
+func installKilnRuntimes(t *testing.T) {
+	t.Helper()
+	objs, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.Apply(context.Background(), env.Client, "", objs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kserveSample is KServe's sample of sub (one InferenceService) in namespace ns.
+func kserveSample(t *testing.T, sub, ns string) *unstructured.Unstructured {
+	t.Helper()
+	objs := testenv.KServeManifests(t, sub)
+	if len(objs) != 1 {
+		t.Fatalf("%s holds %d objects, want 1", sub, len(objs))
+	}
+	objs[0].SetNamespace(ns)
+	return objs[0]
+}
+
+// kserveReady waits until KServe's InferenceService says Ready, and returns it.
+func kserveReady(t *testing.T, key client.ObjectKey) *kservev1beta1.InferenceService {
+	t.Helper()
+	isvc := &kservev1beta1.InferenceService{}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), key, isvc); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(isvc.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("not Ready: %+v", isvc.Status.Conditions)
+		}
+		return nil
+	})
+	return isvc
+}
+
+// KServe's sklearn sample, unchanged, runs on kiln's engine with KServe's objects and status: a
+// Deployment and Service sklearn-iris-predictor on kiln's kserve-sklearnserver runtime, and, once
+// its replica is ready, Ready with the address, the runtime and the model loaded.
+func TestKServesSklearnSampleIsServed(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	sample := kserveSample(t, "samples/sklearn/v1/sklearn.yaml", ns)
+	if err := env.Client.Create(ctx, sample); err != nil {
+		t.Fatal(err)
+	}
+	d := deployment(t, ns, "sklearn-iris-predictor")
+	if d.Spec.Selector.MatchLabels["app"] != "isvc.sklearn-iris-predictor" || d.Spec.Template.Spec.Containers[0].Image != "kserve/sklearnserver:v0.20.0" ||
+		d.Spec.Template.Spec.InitContainers[0].Name != "storage-initializer" {
+		t.Errorf("Deployment = selector %v, containers %+v", d.Spec.Selector.MatchLabels, d.Spec.Template.Spec.Containers)
+	}
+	svc := &corev1.Service{}
+	env.Await(t, ns, "sklearn-iris-predictor", svc)
+	if p := svc.Spec.Ports[0]; p.Port != 80 || p.TargetPort.IntValue() != 8080 {
+		t.Errorf("Service ports = %+v, want 80 to 8080", svc.Spec.Ports)
+	}
+	makeReady(t, d)
+	isvc := kserveReady(t, client.ObjectKeyFromObject(sample))
+	address := "http://sklearn-iris-predictor." + ns + ".svc.cluster.local"
+	if isvc.Status.URL != address || isvc.Status.Address == nil || isvc.Status.Address.URL != address || isvc.Status.ClusterServingRuntimeName != "kserve-sklearnserver" ||
+		isvc.Status.ModelStatus.TransitionStatus != kservev1beta1.UpToDate || isvc.Status.DeploymentMode != "Standard" {
+		t.Errorf("status = %+v", isvc.Status)
+	}
+	for _, ct := range []string{"PredictorReady", "IngressReady"} {
+		if !meta.IsStatusConditionTrue(isvc.Status.Conditions, ct) {
+			t.Errorf("%s is not True: %+v", ct, isvc.Status.Conditions)
+		}
+	}
+}
+
+// A model no runtime serves makes nothing and says which format; autoscalerClass none makes no HPA.
+func TestKServeSaysWhatItCannotServe(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	isvc := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "odd", Namespace: ns}, Spec: kservev1beta1.InferenceServiceSpec{
+		Predictor: kservev1beta1.PredictorSpec{Model: &kservev1beta1.ModelSpec{ModelFormat: kservev1beta1.ModelFormat{Name: "caffe"}}}}}
+	if err := env.Client.Create(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(isvc), isvc); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(isvc.Status.Conditions, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "NoSupportingRuntime" || !strings.Contains(c.Message, "model format caffe") {
+			return fmt.Errorf("Ready = %+v, want False, NoSupportingRuntime, naming caffe", c)
+		}
+		return nil
+	})
+	if isvc.Status.ModelStatus.LastFailureInfo == nil || isvc.Status.ModelStatus.LastFailureInfo.Reason != kservev1beta1.NoSupportingRuntime {
+		t.Errorf("modelStatus = %+v", isvc.Status.ModelStatus)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "odd-predictor"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment for a model no runtime serves: %v", err)
+	}
+
+	fixed := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns, Annotations: map[string]string{"serving.kserve.io/autoscalerClass": "none"}},
+		Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")},
+			ComponentExtensionSpec: kservev1beta1.ComponentExtensionSpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 5}}}}
+	if err := env.Client.Create(ctx, fixed); err != nil {
+		t.Fatal(err)
+	}
+	withHPA := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")},
+			ComponentExtensionSpec: kservev1beta1.ComponentExtensionSpec{MinReplicas: ptr.To[int32](2), MaxReplicas: 5}}}}
+	if err := env.Client.Create(ctx, withHPA); err != nil {
+		t.Fatal(err)
+	}
+	env.Await(t, ns, "scaled-predictor", &autoscalingv2.HorizontalPodAutoscaler{})
+	d := deployment(t, ns, "fixed-predictor")
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("autoscalerClass none: replicas %v, want minReplicas 2", d.Spec.Replicas)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fixed-predictor"}, &autoscalingv2.HorizontalPodAutoscaler{}); !apierrors.IsNotFound(err) {
+		t.Errorf("autoscalerClass none made an HPA: %v", err)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -31,8 +32,13 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (func(), error) {
+		// KServe's API too, served on the same engine.
+		if err := devcluster.InstallCRDs(context.Background(), e.Client, testenv.KServeCRDs()); err != nil {
+			return nil, err
+		}
 		o := testenv.ManagerOptions()
 		o.Serving.FetchImage = "kiln.dev/kiln:test"
+		o.Kinds = []string{"inferenceservice", "kserve-inferenceservice"}
 		return e.StartManager(o)
 	}))
 }
