@@ -50,8 +50,7 @@ type CanarySpec struct {
 
 // CanaryPredictor is a canary's predictor: a PredictorSpec. Its schema names only the name and
 // keeps the rest as written (a second copy of the predictor's schema would make the CRD too large
-// for a client-side kubectl apply); kiln's admission webhook checks the rest as spec.predictor is
-// checked.
+// for a client-side kubectl apply); the rest is read as a PredictorSpec.
 // +kubebuilder:pruning:PreserveUnknownFields
 type CanaryPredictor struct {
 	// Name of the canary: its objects are named <isvc>-<name>-predictor.

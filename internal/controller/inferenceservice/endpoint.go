@@ -26,6 +26,8 @@ type endpoint struct {
 	// deploymentSelector, when set, is the immutable selector of the Deployment named so; kiln's
 	// version labels otherwise.
 	deploymentSelector func(deployment string) map[string]string
+	// stopped: everything made is deleted, the status says so.
+	stopped bool
 	// runtime is the KServe runtime that serves the model, for the status; nil otherwise.
 	runtime *kserve.Runtime
 	// mount is where each version's model goes.

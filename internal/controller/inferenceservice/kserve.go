@@ -154,11 +154,8 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 	if err := k.client.Get(ctx, key, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return nil, nil, client.IgnoreNotFound(err)
 	}
-	switch mode := isvc.Annotations[kserveDeploymentMode]; mode {
-	case "", "Standard", "RawDeployment":
-	default:
-		return isvc, nil, &refused{"DeploymentModeNotServed", fmt.Sprintf(
-			"%s: %s mode is not served: kiln serves KServe's Standard mode; set the annotation to Standard (or remove it)", kserveDeploymentMode, mode)}
+	if why := notServed(isvc); why != nil {
+		return isvc, nil, why
 	}
 	var srs kservev1alpha1.ServingRuntimeList
 	if err := k.client.List(ctx, &srs, client.InNamespace(isvc.Namespace)); err != nil {
@@ -177,7 +174,45 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 		return nil, nil, err
 	}
 	e := fromKServe(isvc, p, k.fetchImage)
+	e.stopped = strings.EqualFold(isvc.Annotations[kserveStop], "true")
 	return isvc, &e, nil
+}
+
+// kserveStop set to true stops an InferenceService: what it made is deleted, its status kept.
+const kserveStop = "serving.kserve.io/stop"
+
+// notServed is why kiln cannot serve the InferenceService as asked, when a part of KServe it
+// asks for is one kiln does not run (yet): it makes nothing rather than something else.
+func notServed(isvc *kservev1beta1.InferenceService) *refused {
+	p := isvc.Spec.Predictor
+	switch mode := isvc.Annotations[kserveDeploymentMode]; mode {
+	case "", "Standard", "RawDeployment":
+	default:
+		return &refused{"DeploymentModeNotServed", fmt.Sprintf(
+			"%s: %s mode is not served: kiln serves KServe's Standard mode; set the annotation to Standard (or remove it)", kserveDeploymentMode, mode)}
+	}
+	switch class := isvc.Annotations[kserveAutoscalerClass]; class {
+	case "", "hpa", "none":
+	default:
+		return &refused{"AutoscalerClassNotServed", fmt.Sprintf(
+			"%s: %s is not served by kiln: use hpa (the default) or none", kserveAutoscalerClass, class)}
+	}
+	not := func(field, what string) *refused {
+		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("spec.predictor.%s: kiln does not run %s; remove it to serve the model", field, what)}
+	}
+	switch m := kserve.ModelOf(&p); {
+	case p.Logger != nil:
+		return not("logger", "KServe's request logger (its agent sidecar)")
+	case p.Batcher != nil:
+		return not("batcher", "KServe's request batcher (its agent sidecar)")
+	case len(p.StorageUris) > 0:
+		return not("storageUris", "more than one model per predictor")
+	case m != nil && m.Storage != nil:
+		return not("storage", "KServe's storage-config Secret; give the model's storageUri")
+	case m != nil && m.Confidential != nil && m.Confidential.Enabled:
+		return not("confidential", "confidential containers")
+	}
+	return nil
 }
 
 func (kserveAPI) kind() apiKind {
@@ -238,7 +273,24 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: seen.now})
 	}
+	if seen.stopped {
+		st = kservev1beta1.InferenceServiceStatus{ObservedGeneration: isvc.Generation, DeploymentMode: "Standard", Conditions: st.Conditions}
+		msg := kserveStop + " is true: the predictor's objects are deleted; remove the annotation to serve again"
+		set(kservev1beta1.ConditionStopped, true, "Stopped", msg)
+		for _, c := range []string{kservev1beta1.ConditionPredictorReady, kservev1beta1.ConditionIngressReady, kservev1beta1.ConditionReady} {
+			set(c, false, "Stopped", msg)
+		}
+		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
+		return st
+	}
 	set(kservev1beta1.ConditionStopped, false, "Serving", "")
+	// kiln runs the stable predictor of a service with canaries: it says so rather than split.
+	if len(isvc.Spec.Canary) > 0 || isvc.Spec.Predictor.CanaryTrafficPercent != nil {
+		set(kservev1beta1.ConditionCanaryPredictorReady, false, "CanaryNotServed",
+			"kiln does not run KServe's canaries yet (spec.canary, canaryTrafficPercent): the predictor takes all requests")
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
+	}
 	if r := seen.refused; r != nil {
 		set(kservev1beta1.ConditionPredictorReady, false, r.reason, r.message)
 		set(kservev1beta1.ConditionReady, false, r.reason, r.message)

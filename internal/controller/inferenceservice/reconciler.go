@@ -199,6 +199,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
+	if e.stopped {
+		return reconcile.Result{}, r.stop(ctx, parent, e, have)
+	}
 	accepted, err := r.routeAccepted(ctx, e, have)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -277,7 +280,9 @@ type observed struct {
 	stable, canary *appsv1.Deployment
 	why            trouble
 	// refused, when set, is why nothing runs (and the rest is zero).
-	refused     *refused
+	refused *refused
+	// stopped: the endpoint was stopped, what it made deleted (and the rest is zero).
+	stopped     bool
 	wakes       bool
 	interceptor string
 	now         metav1.Time
@@ -318,6 +323,20 @@ func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, trans
 		return nil, transition.Told{}
 	}
 	return &st, told(isvc, st, seen.why)
+}
+
+// stop deletes everything the endpoint would make (of what the parent controls) and says so.
+func (r *Reconciler) stop(ctx context.Context, parent client.Object, e *endpoint, have apis) error {
+	p := desired(e, decide(e, have, false), have, r.opts)
+	for _, o := range append(p.want, p.drop...) {
+		if err := r.kit.Delete(ctx, parent, o); err != nil {
+			return err
+		}
+	}
+	if err := r.writeStatus(ctx, parent, e, observed{stopped: true, now: metav1.NewTime(r.clock.Now())}); !errors.Is(err, errStale) {
+		return err
+	}
+	return nil
 }
 
 // writeStatus writes the API's status of parent after what was seen, when it changed, and tells

@@ -360,3 +360,67 @@ func TestKServeSaysWhatItCannotServe(t *testing.T) {
 		t.Errorf("autoscalerClass none made an HPA: %v", err)
 	}
 }
+
+// condition waits until KServe's InferenceService key has condition ct of status and reason.
+func condition(t *testing.T, key client.ObjectKey, ct string, status metav1.ConditionStatus, reason string) *kservev1beta1.InferenceService {
+	t.Helper()
+	isvc := &kservev1beta1.InferenceService{}
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), key, isvc); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(isvc.Status.Conditions, ct); c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s = %+v, want %s %s", ct, c, status, reason)
+		}
+		return nil
+	})
+	return isvc
+}
+
+// The stop annotation deletes what the service made and says Stopped; removing it serves again.
+// What kiln does not run is said, not done otherwise: an autoscaler class it does not serve
+// makes nothing, and canaries are reported not served while the predictor takes every request.
+func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	sklearn := func(name string, annotations map[string]string) *kservev1beta1.InferenceService {
+		return &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+			Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")}}}}
+	}
+	iris := sklearn("iris", nil)
+	if err := env.Client.Create(ctx, iris); err != nil {
+		t.Fatal(err)
+	}
+	deployment(t, ns, "iris-predictor")
+	testenv.Eventually(t, func() error {
+		fresh := &kservev1beta1.InferenceService{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(iris), fresh); err != nil {
+			return err
+		}
+		fresh.Annotations = map[string]string{"serving.kserve.io/stop": "true"}
+		return env.Client.Update(ctx, fresh)
+	})
+	condition(t, client.ObjectKeyFromObject(iris), "Stopped", metav1.ConditionTrue, "Stopped")
+	testenv.Eventually(t, func() error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iris-predictor"}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T iris-predictor still there: %v", o, err)
+			}
+		}
+		return nil
+	})
+
+	external := sklearn("ext", map[string]string{"serving.kserve.io/autoscalerClass": "external"})
+	if err := env.Client.Create(ctx, external); err != nil {
+		t.Fatal(err)
+	}
+	condition(t, client.ObjectKeyFromObject(external), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed")
+
+	canaried := sklearn("canaried", nil)
+	canaried.Spec.Predictor.CanaryTrafficPercent = ptr.To[int64](10)
+	if err := env.Client.Create(ctx, canaried); err != nil {
+		t.Fatal(err)
+	}
+	condition(t, client.ObjectKeyFromObject(canaried), "CanaryPredictorReady", metav1.ConditionFalse, "CanaryNotServed")
+}
