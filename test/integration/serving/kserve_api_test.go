@@ -338,6 +338,17 @@ func TestKServeSaysWhatItCannotServe(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "odd-predictor"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment for a model no runtime serves: %v", err)
 	}
+	// A runtime of the namespace that serves the format: the service starts.
+	caffe := &kservev1alpha1.ServingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "caffe", Namespace: ns}, Spec: kservev1alpha1.ServingRuntimeSpec{
+		SupportedModelFormats: []kservev1alpha1.SupportedModelFormat{{Name: "caffe", AutoSelect: ptr.To(true)}},
+		ServingRuntimePodSpec: kservev1alpha1.ServingRuntimePodSpec{Containers: []corev1.Container{{Name: "kserve-container", Image: "example/caffe:1"}}}}}
+	if err := env.Client.Create(ctx, caffe); err != nil {
+		t.Fatal(err)
+	}
+	if d := deployment(t, ns, "odd-predictor"); d.Spec.Template.Spec.Containers[0].Image != "example/caffe:1" {
+		t.Errorf("image %s, want the new runtime's", d.Spec.Template.Spec.Containers[0].Image)
+	}
+	condition(t, client.ObjectKeyFromObject(isvc), "PredictorReady", metav1.ConditionFalse, "ReplicasNotReady")
 
 	fixed := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Namespace: ns, Annotations: map[string]string{"serving.kserve.io/autoscalerClass": "none"}},
 		Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")},
