@@ -261,22 +261,6 @@ func kserveSample(t *testing.T, sub, ns string) *unstructured.Unstructured {
 	return objs[0]
 }
 
-// kserveReady waits until KServe's InferenceService says Ready, and returns it.
-func kserveReady(t *testing.T, key client.ObjectKey) *kservev1beta1.InferenceService {
-	t.Helper()
-	isvc := &kservev1beta1.InferenceService{}
-	testenv.Eventually(t, func() error {
-		if err := env.Client.Get(context.Background(), key, isvc); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(isvc.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("not Ready: %+v", isvc.Status.Conditions)
-		}
-		return nil
-	})
-	return isvc
-}
-
 // KServe's sklearn sample, unchanged, runs on kiln's engine with KServe's objects and status: a
 // Deployment and Service sklearn-iris-predictor on kiln's kserve-sklearnserver runtime, and, once
 // its replica is ready, Ready with the address, the runtime and the model loaded.
@@ -299,7 +283,7 @@ func TestKServesSklearnSampleIsServed(t *testing.T) {
 		t.Errorf("Service ports = %+v, want 80 to 8080", svc.Spec.Ports)
 	}
 	makeReady(t, d)
-	isvc := kserveReady(t, client.ObjectKeyFromObject(sample))
+	isvc := condition(t, client.ObjectKeyFromObject(sample), "Ready", metav1.ConditionTrue, "Ready")
 	address := "http://sklearn-iris-predictor." + ns + ".svc.cluster.local"
 	if isvc.Status.URL != address || isvc.Status.Address == nil || isvc.Status.Address.URL != address || isvc.Status.ClusterServingRuntimeName != "kserve-sklearnserver" ||
 		isvc.Status.ModelStatus.TransitionStatus != kservev1beta1.UpToDate || isvc.Status.DeploymentMode != "Standard" {
