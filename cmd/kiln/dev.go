@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
@@ -41,8 +42,8 @@ func runDev(args []string) error {
 	fs.IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per GPU node")
 	fs.BoolVar(&o.GangScheduling, "gang-scheduling", true, "serve Kubernetes' own PodGroups (feature gate GenericWorkload): kiln then gang-schedules jobs with more than one pod")
 	stages := fs.String("stages", "config/dev/stages.yaml", "kwok stages for simulated training")
-	fs.StringVar(&samplePaths, "samples", "config/runtimes,config/samples,config/samples/serving", "comma-separated manifests to apply (files or folders): the training runtimes and the samples")
-	fs.StringVar(&crds, "crds", "config/crd/bases", "CRD folder")
+	fs.StringVar(&samplePaths, "samples", "config/runtimes,config/kserve,config/samples,config/samples/serving,config/samples/kserve", "comma-separated manifests to apply (files or folders): the training and serving runtimes and the samples")
+	fs.StringVar(&crds, "crds", "config/crd/bases,config/crd/kserve", "comma-separated CRD folders: kiln's, and KServe's API as kiln serves it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,8 +65,10 @@ func runDev(args []string) error {
 		}
 	}()
 	fmt.Printf("cluster ready in %s; installing CRDs\n", time.Since(start).Round(100*time.Millisecond))
-	if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
-		return err
+	for _, dir := range splitList(crds) {
+		if err := devcluster.InstallCRDs(ctx, cluster.Client, dir); err != nil {
+			return err
+		}
 	}
 	// JobSet's controller runs TrainJobs' JobSets; its log goes beside the cluster's.
 	stopJobSet, err := cluster.StartJobSet(ctx, filepath.Dir(cluster.Kubeconfig))
@@ -78,7 +81,12 @@ func runDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	all, err := manager.Frameworks(manager.Options{})
+	if err != nil {
+		return err
+	}
 	opts, err := devcluster.LocalWebhooks(manager.Options{
+		Kinds:       manager.KindNames(all), // every kind, KServe's InferenceService too: its CRDs are installed above
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4,
 		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 32, StatusInterval: time.Second, ChildEventBatch: replicajob.DefaultChildEventBatch},
 	}, webhookAddr, time.Minute)
@@ -121,7 +129,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("all samples finished: jobs done, InferenceServices Ready (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,paddlejobs,mpijobs,pyjobs,trainjobs,inferenceservices,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,paddlejobs,mpijobs,pyjobs,trainjobs,inferenceservices.serving.kiln.dev,inferenceservices.serving.kserve.io,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -241,7 +249,8 @@ func listSamples(ctx context.Context, c client.Client) (samples, error) {
 	var py trainingv1alpha1.PyJobList
 	var tj trainerv1alpha1.TrainJobList
 	var isvcs servingv1alpha1.InferenceServiceList
-	for _, l := range []client.ObjectList{&py, &tj, &isvcs} {
+	var kserveISVCs kservev1beta1.InferenceServiceList
+	for _, l := range []client.ObjectList{&py, &tj, &isvcs, &kserveISVCs} {
 		if err := c.List(ctx, l); err != nil {
 			return s, err
 		}
@@ -254,6 +263,9 @@ func listSamples(ctx context.Context, c client.Client) (samples, error) {
 	}
 	for i := range isvcs.Items {
 		s.services = append(s.services, devcluster.InferenceServiceRow(&isvcs.Items[i], now))
+	}
+	for i := range kserveISVCs.Items {
+		s.services = append(s.services, devcluster.KServeInferenceServiceRow(&kserveISVCs.Items[i], now))
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
@@ -109,6 +110,21 @@ func InferenceServiceRow(isvc *servingv1alpha1.InferenceService, now time.Time) 
 	st := isvc.Status
 	r := ServiceRow{Name: isvc.Name, State: "Pending", URL: st.URL, Replicas: st.Replicas, ReadyReplicas: st.ReadyReplicas,
 		Age: now.Sub(isvc.CreationTimestamp.Time)}
+	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c != nil {
+		r.Ready = c.Status == metav1.ConditionTrue
+		r.State = c.Reason
+	}
+	return r
+}
+
+// KServeInferenceServiceRow is the row of KServe's InferenceService, its replicas the model's
+// ready copies.
+func KServeInferenceServiceRow(isvc *kservev1beta1.InferenceService, now time.Time) ServiceRow {
+	st := isvc.Status
+	r := ServiceRow{Name: isvc.Name, State: "Pending", URL: st.URL, Age: now.Sub(isvc.CreationTimestamp.Time)}
+	if c := st.ModelStatus.ModelCopies; c != nil {
+		r.Replicas, r.ReadyReplicas = c.TotalCopies, c.TotalCopies
+	}
 	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c != nil {
 		r.Ready = c.Status == metav1.ConditionTrue
 		r.State = c.Reason
