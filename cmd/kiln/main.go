@@ -98,7 +98,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "kiln.kiln.dev", "name of the leader-election Lease")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease; default the manager's own")
 	fs.StringVar(&namespaces, "namespaces", os.Getenv("KUBEFLOW_NAMESPACE"), "comma-separated namespaces to watch; empty: all")
-	fs.StringVar(&kinds, "kinds", "", "comma-separated job kinds to serve, of "+strings.Join(manager.KindNames(builtIn), ", ")+"; empty: all")
+	fs.StringVar(&kinds, "kinds", "", "comma-separated job kinds to serve, of "+strings.Join(manager.KindNames(builtIn), ", ")+"; empty: all but kserve-inferenceservice (KServe's API, whose CRDs kiln does not install: docs/kserve.md)")
 	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
 	fs.DurationVar(&o.Engine.ChildEventBatch, "child-event-batch", replicajob.DefaultChildEventBatch, "a job is planned again this long after the first event of its pods and services, with every such event seen by then (pods starting together make one reconcile); 0: at every event")

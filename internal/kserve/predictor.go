@@ -58,14 +58,9 @@ type Predictor struct {
 	Protocol kservev1alpha1.Protocol
 }
 
-// Build is predictor p of isvc (its spec.predictor, or a canary's merged over it) as KServe runs
-// it, on the runtimes given. The error is a *Failure when the spec or the runtime is at fault.
+// Build is predictor p of isvc (its spec.predictor) as KServe runs it, on the runtimes given. The error is a *Failure when the spec or the runtime is at fault.
 func Build(isvc *kservev1beta1.InferenceService, p *kservev1beta1.PredictorSpec, namespaced, cluster []Runtime) (Predictor, error) {
-	name := isvc.Name + "-predictor"
-	if p.Name != "" {
-		name = isvc.Name + "-" + p.Name + "-predictor"
-	}
-	out := Predictor{Name: name}
+	out := Predictor{Name: PredictorName(isvc.Name, p.Name)}
 	meta := *isvc.ObjectMeta.DeepCopy()
 	var runtimeLabels, runtimeAnnotations map[string]string
 	if m := ModelOf(p); m != nil {
@@ -93,6 +88,15 @@ func Build(isvc *kservev1beta1.InferenceService, p *kservev1beta1.PredictorSpec,
 	out.Labels = union(runtimeLabels, meta.Labels, p.Labels, map[string]string{LabelInferenceService: isvc.Name, LabelComponent: "predictor"})
 	out.Annotations = union(runtimeAnnotations, withoutDisallowed(meta.Annotations), withoutDisallowed(p.Annotations))
 	return out, nil
+}
+
+// PredictorName names a predictor's Deployment, Service and autoscaler: <isvc>-predictor, or
+// <isvc>-<name>-predictor for a named one.
+func PredictorName(isvc, name string) string {
+	if name != "" {
+		return isvc + "-" + name + "-predictor"
+	}
+	return isvc + "-predictor"
 }
 
 // Selector is the label that selects a predictor's pods, on its Deployment and Service.

@@ -209,7 +209,7 @@ func TestImageForFollowsKServesTagRules(t *testing.T) {
 	}
 }
 
-func TestBuildNamesACanaryAndServesCustomContainers(t *testing.T) {
+func TestBuildNamesAPredictorAndServesCustomContainers(t *testing.T) {
 	isvc := isvcOf(t, `
 metadata: {name: custom, namespace: ns}
 spec:

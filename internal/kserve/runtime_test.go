@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,9 @@ func TestPickFollowsKServesRules(t *testing.T) {
 			}
 			if err != nil || got.Name != tc.want {
 				t.Fatalf("Pick = %q, %v; want %q", got.Name, err, tc.want)
+			}
+			if inNamespace := slices.ContainsFunc(tc.namespaced, func(r Runtime) bool { return r.Name == tc.want }); got.Cluster == inNamespace {
+				t.Errorf("Pick = %s (cluster %t), want the namespace's when it has one", got.Name, got.Cluster)
 			}
 		})
 	}

@@ -217,6 +217,13 @@ func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 // maps, slices and pointers are the cache's, and must not be changed.
 var readOnly = true
 
+// noOperator selects nothing: the label both set and not.
+func noOperator() labels.Selector {
+	set, _ := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.Exists, nil)
+	unset, _ := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*set, *unset)
+}
+
 // cacheOptions keep the informers small: pods and services only when they carry the
 // operator-name label of an enabled kind (DECISIONS #12), batch Jobs, claims and ConfigMaps only
 // when they carry a PyJob's name, no managedFields on anything, and pods and services without the specs
@@ -230,14 +237,14 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 		names = append(names, pyjob.ControllerName)
 	}
 	slices.Sort(names)
-	if len(names) == 0 { // only kinds of their own controllers (--kinds=inferenceservice): no operator's pods
-		names = []string{"none"}
+	owned := noOperator()
+	if len(names) > 0 { // none: only kinds of their own controllers (--kinds=inferenceservice)
+		req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
+		if err != nil {
+			panic(err) // controller names are constants and valid label values
+		}
+		owned = labels.NewSelector().Add(*req)
 	}
-	req, err := labels.NewRequirement(kubeflowv1.LabelOperatorName, selection.In, names)
-	if err != nil {
-		panic(err) // controller names are constants and valid label values
-	}
-	owned := labels.NewSelector().Add(*req)
 	hasPyJob, err := labels.NewRequirement(pyjob.LabelPyJob, selection.Exists, nil)
 	if err != nil {
 		panic(err)

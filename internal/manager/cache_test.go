@@ -11,9 +11,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -212,7 +214,13 @@ func TestCachedJobSetsKeepWhatTheTrainJobControllerReads(t *testing.T) {
 // operator's pods, and starts.
 func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
 	o := cacheOptions(nil, nil, false, "")
-	if o.ByObject == nil {
-		t.Fatal("no cache options")
+	var pods cache.ByObject
+	for k, v := range o.ByObject {
+		if _, ok := k.(*corev1.Pod); ok {
+			pods = v
+		}
+	}
+	if pods.Label == nil || pods.Label.Matches(labels.Set{kubeflowv1.LabelOperatorName: "none"}) || pods.Label.Matches(labels.Set{}) {
+		t.Errorf("pods selected by %v, want none", pods.Label)
 	}
 }

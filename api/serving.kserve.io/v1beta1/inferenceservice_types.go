@@ -31,8 +31,8 @@ type InferenceServiceSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Transformer *runtime.RawExtension `json:"transformer,omitempty"`
-	// Canary predictors (Standard mode), each taking trafficPercent of the requests; each names
-	// itself with predictor.name.
+	// Canary predictors (Standard mode), each to take trafficPercent of the requests, which kiln
+	// does not run yet (the status says so); each names itself with predictor.name.
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	Canary []CanarySpec `json:"canary,omitempty"`
@@ -224,7 +224,7 @@ type MetricTargetType string
 
 // ComponentExtensionSpec is a predictor's replicas, autoscaling and rollout.
 type ComponentExtensionSpec struct {
-	// MinReplicas (default 1); 0 scales to zero with autoscalerClass keda.
+	// MinReplicas (default 1; 0 is 1, as under KServe's HPA).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
@@ -256,8 +256,8 @@ type ComponentExtensionSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	TimeoutSeconds *int64 `json:"timeout,omitempty"`
-	// CanaryTrafficPercent is Knative's revision split; kiln sends this share to the new model
-	// while the previous one keeps serving the rest.
+	// CanaryTrafficPercent is Knative's revision split, which kiln does not run yet (the status
+	// says so).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
@@ -425,9 +425,9 @@ type Batcher struct {
 // +kubebuilder:printcolumn:name="PrevRolledoutRevision",type=string,JSONPath=`.status.components.predictor.traffic[?(@.tag=="prev")].revisionName`
 // +kubebuilder:printcolumn:name="LatestReadyRevision",type=string,JSONPath=`.status.components.predictor.traffic[?(@.latestRevision==true)].revisionName`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 53 characters (its Service is named <name>-predictor), e.g. sklearn-iris"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.predictor.name) || size(self.metadata.name) + size(self.spec.predictor.name) <= 52",message="spec.predictor.name: <name>-<predictor.name>-predictor names a Service, at most 63 characters: shorten the predictor's name or the InferenceService's"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.canary) || self.spec.canary.all(c, size(self.metadata.name) + size(c.predictor.name) <= 52)",message="spec.canary[].predictor.name: <name>-<predictor.name>-predictor names a Service, at most 63 characters: shorten the canary's name or the InferenceService's"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 48 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 48 characters (its pods are labelled app=isvc.<name>-predictor, at most 63), e.g. sklearn-iris"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.predictor.name) || size(self.metadata.name) + size(self.spec.predictor.name) <= 47",message="spec.predictor.name: the pods are labelled app=isvc.<name>-<predictor.name>-predictor, at most 63 characters: shorten the predictor's name or the InferenceService's"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.canary) || self.spec.canary.all(c, size(self.metadata.name) + size(c.predictor.name) <= 47)",message="spec.canary[].predictor.name: the pods are labelled app=isvc.<name>-<predictor.name>-predictor, at most 63 characters: shorten the canary's name or the InferenceService's"
 type InferenceService struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

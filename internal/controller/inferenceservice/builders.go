@@ -36,9 +36,9 @@ func itoa(i int32) string { return strconv.Itoa(int(i)) }
 // predictorName is the Deployment and Service of one version.
 func predictorName(e *endpoint, version string) string {
 	if version == canary {
-		return e.name + "-predictor-canary"
+		return e.base + "-canary"
 	}
-	return e.name + "-predictor"
+	return e.base
 }
 
 func selector(e *endpoint, version string) map[string]string {
@@ -77,7 +77,7 @@ func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Dep
 	// Kueue's Deployment integration: the queue (and priority) the InferenceService names.
 	maps.Copy(meta.Labels, e.queue)
 	maps.Copy(tmpl.Labels, e.queue)
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
@@ -86,6 +86,10 @@ func desiredDeployment(e *endpoint, version string, replicas *int32) *appsv1.Dep
 			Template: tmpl,
 		},
 	}
+	if e.strategy != nil {
+		d.Spec.Strategy = *e.strategy.DeepCopy()
+	}
+	return d
 }
 
 // DefaultStartupTimeoutSeconds is how long a replica may load its model unless the spec says.
@@ -167,7 +171,7 @@ var DefaultModelSizeLimit = resource.MustParse("50Gi")
 func desiredService(e *endpoint, name, version string, selects string) *corev1.Service {
 	ports := []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(e.port)}}
 	if version != "" && e.metrics.port != 0 && e.metrics.port != e.port {
-		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: e.metrics.port, TargetPort: intstr.FromString("metrics")})
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: e.metrics.port, TargetPort: intstr.FromInt32(e.metrics.port)})
 	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -188,7 +192,8 @@ func desiredHPA(e *endpoint, version string, min, max int32) *autoscalingv2.Hori
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: predictorName(e, version)},
 			MinReplicas:    &min, MaxReplicas: max,
-			Metrics: metrics,
+			Metrics:  metrics,
+			Behavior: e.hpaBehavior,
 		},
 	}
 }
@@ -206,12 +211,22 @@ func unstructuredOf(e *endpoint, apiVersion, kind, name string, spec map[string]
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{
-			"name": name, "namespace": e.namespace, "labels": map[string]any{LabelService: e.id},
+			"name": name, "namespace": e.namespace, "labels": labelsOf(e),
 			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name,
 				"uid": string(owner.UID), "controller": true, "blockOwnerDeletion": true}},
 		},
 		"spec": spec,
 	}}
+}
+
+// labelsOf are the labels of an endpoint's objects of the optional APIs.
+func labelsOf(e *endpoint) map[string]any {
+	out := map[string]any{}
+	for k, v := range e.labels {
+		out[k] = v
+	}
+	out[LabelService] = e.id
+	return out
 }
 
 // desiredHTTPRoute splits requests for the stable Service between the versions' Services by
@@ -278,7 +293,11 @@ func serviceHost(e *endpoint) string {
 // versions' pods, or, while KEDA may scale the service to zero, it is a name for the HTTP
 // add-on's interceptor, which holds requests until a replica is ready.
 func desiredStableService(e *endpoint, sc scaling, interceptor string) *corev1.Service {
-	svc := desiredService(e, e.address, "", sc.serves)
+	version := "" // it selects every version
+	if e.address == predictorName(e, stable) {
+		version = stable // it is the stable version's own Service too, which the ServiceMonitor scrapes
+	}
+	svc := desiredService(e, e.address, version, sc.serves)
 	if sc.keda {
 		host, port := interceptorHost(interceptor)
 		p, _ := strconv.Atoi(port)
@@ -312,10 +331,10 @@ func desiredServiceMonitor(e *endpoint) *unstructured.Unstructured {
 func desiredPrometheusRule(e *endpoint) *unstructured.Unstructured {
 	ns := e.namespace
 	rules := []any{map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
-		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + e.name + `-predictor(-canary)?"}) > 0`,
+		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + e.base + `(-canary)?"}) > 0`,
 		"labels": map[string]any{"severity": "warning"}}}
-	if m := e.metrics; m.known() {
-		scope := `namespace="` + ns + `",service=~"` + e.name + `-predictor(-canary)?"`
+	if m := e.metrics; m.counts() {
+		scope := `namespace="` + ns + `",service=~"` + e.base + `(-canary)?"`
 		rate := func(series []string) string {
 			terms := make([]string, len(series))
 			for i, s := range series {

@@ -1,6 +1,7 @@
 package inferenceservice
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -21,6 +22,8 @@ type endpoint struct {
 	// id is the value of LabelService on everything made, unique among the APIs' objects of one
 	// namespace.
 	id string
+	// base names the stable version's Deployment, Service and autoscaler (the canary's: base-canary).
+	base string
 	// address is the Service clients call (every version behind it).
 	address string
 	// deploymentSelector, when set, is the immutable selector of the Deployment named so; kiln's
@@ -50,8 +53,12 @@ type endpoint struct {
 	// minReplicas (default 1; 0 scales to zero) and maxReplicas (default minReplicas) bound the
 	// replicas.
 	minReplicas, maxReplicas *int32
-	// hpaMetrics are what an HPA scales on; nil is 80% of the CPU requests.
-	hpaMetrics []autoscalingv2.MetricSpec
+	// hpaMetrics are what an HPA scales on; nil is 80% of the CPU requests. hpaBehavior, when set,
+	// is its scaling behavior.
+	hpaMetrics  []autoscalingv2.MetricSpec
+	hpaBehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	// strategy, when set, is how the Deployments replace their pods.
+	strategy *appsv1.DeploymentStrategy
 	// allowFrom, when netpol, are the only peers that may reach the pods.
 	netpol    bool
 	allowFrom []networkingv1.NetworkPolicyPeer

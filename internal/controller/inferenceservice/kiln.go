@@ -24,7 +24,7 @@ import (
 func fromKiln(isvc *servingv1alpha1.InferenceService, fetchImage string) endpoint {
 	s := serverOf(isvc)
 	e := endpoint{
-		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: isvc.Name, id: isvc.Name, mount: kilnMount,
+		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: isvc.Name, base: isvc.Name + "-predictor", id: isvc.Name, mount: kilnMount,
 		owner: metav1.OwnerReference{APIVersion: servingv1beta1.GroupVersion.String(), Kind: "InferenceService", // the stored version
 			Name: isvc.Name, UID: isvc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
 		queue:          map[string]string{},

@@ -37,7 +37,13 @@ import (
 
 // kserveID is LabelService's value on a KServe InferenceService's objects: its name, and .kserve,
 // which no kiln InferenceService's name has, so that neither selects the other's pods.
-func kserveID(name string) string { return name + ".kserve" }
+func kserveID(name string) string { return name + kserveIDSuffix }
+
+const (
+	kserveIDSuffix = ".kserve"
+	// apiKServe is LabelAPI's value on what KServe's InferenceServices make.
+	apiKServe = "kserve"
+)
 
 // kserveMount is KServe's: the model in kserve-container, fetched by storage-initializer into
 // kserve-provision-location.
@@ -51,17 +57,10 @@ const kserveDefaultPort = 8080
 // the address; the model fetched by kiln-fetch (fetchImage) as storage-initializer.
 func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchImage string) endpoint {
 	ext := isvc.Spec.Predictor.ComponentExtensionSpec
-	e := endpoint{
-		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: p.Name, id: kserveID(isvc.Name), runtime: p.Runtime,
-		owner: metav1.OwnerReference{APIVersion: kservev1beta1.GroupVersion.String(), Kind: "InferenceService",
-			Name: isvc.Name, UID: isvc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
-		deploymentSelector: kserve.Selector,
-		labels:             union(p.Labels, map[string]string{LabelAPI: "kserve"}), annotations: p.Annotations,
-		mount:          kserveMount,
-		queue:          map[string]string{},
-		port:           kserveDefaultPort,
-		startupTimeout: DefaultStartupTimeoutSeconds,
-	}
+	e := kserveNamed(isvc)
+	e.runtime, e.annotations = p.Runtime, p.Annotations
+	e.labels = union(p.Labels, e.labels)
+	e.port, e.startupTimeout = kserveDefaultPort, DefaultStartupTimeoutSeconds
 	kueue.CopyLabels(isvc.Labels, e.queue)
 	pod := *p.Pod.DeepCopy()
 	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == kserve.ContainerName })
@@ -96,7 +95,26 @@ func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchI
 	}
 	e.minReplicas, e.maxReplicas = &lo, &hi
 	e.hpaMetrics = kserveMetrics(ext)
+	if a := ext.AutoScaling; a != nil {
+		e.hpaBehavior = a.Behavior
+	}
+	e.strategy = ext.DeploymentStrategy
 	return e
+}
+
+// kserveNamed is the endpoint of isvc as far as its names go, all that deleting what it made
+// needs: its owner, names, id and labels.
+func kserveNamed(isvc *kservev1beta1.InferenceService) endpoint {
+	name := kserve.PredictorName(isvc.Name, isvc.Spec.Predictor.Name)
+	return endpoint{
+		parent: isvc, name: isvc.Name, namespace: isvc.Namespace, address: name, base: name, id: kserveID(isvc.Name),
+		owner: metav1.OwnerReference{APIVersion: kservev1beta1.GroupVersion.String(), Kind: "InferenceService",
+			Name: isvc.Name, UID: isvc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)},
+		deploymentSelector: kserve.Selector,
+		labels:             map[string]string{LabelAPI: apiKServe},
+		mount:              kserveMount,
+		queue:              map[string]string{},
+	}
 }
 
 // kserveAutoscalerClass picks the autoscaler: hpa (the default), none, keda or external.
@@ -154,8 +172,13 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 	if err := k.client.Get(ctx, key, isvc); err != nil || isvc.DeletionTimestamp != nil {
 		return nil, nil, client.IgnoreNotFound(err)
 	}
+	named := kserveNamed(isvc)
+	if strings.EqualFold(isvc.Annotations[kserveStop], "true") {
+		named.stopped = true
+		return isvc, &named, nil
+	}
 	if why := notServed(isvc); why != nil {
-		return isvc, nil, why
+		return isvc, &named, why
 	}
 	var srs kservev1alpha1.ServingRuntimeList
 	if err := k.client.List(ctx, &srs, client.InNamespace(isvc.Namespace)); err != nil {
@@ -168,17 +191,20 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 	p, err := kserve.Build(isvc, &isvc.Spec.Predictor, kserve.Namespaced(srs.Items), kserve.Clustered(csrs.Items))
 	var failure *kserve.Failure
 	if errors.As(err, &failure) {
-		return isvc, nil, &refused{string(failure.Reason), failure.Message}
+		return isvc, &named, &refused{string(failure.Reason), failure.Message}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	e := fromKServe(isvc, p, k.fetchImage)
-	e.stopped = strings.EqualFold(isvc.Annotations[kserveStop], "true")
 	return isvc, &e, nil
 }
 
-// kserveStop set to true stops an InferenceService: what it made is deleted, its status kept.
+// reasonModeNotServed: the deployment mode is not Standard.
+const reasonModeNotServed = "DeploymentModeNotServed"
+
+// kserveStop set to true stops an InferenceService: what it made is deleted, and the status says
+// Stopped.
 const kserveStop = "serving.kserve.io/stop"
 
 // notServed is why kiln cannot serve the InferenceService as asked, when a part of KServe it
@@ -188,7 +214,7 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 	switch mode := isvc.Annotations[kserveDeploymentMode]; mode {
 	case "", "Standard", "RawDeployment":
 	default:
-		return &refused{"DeploymentModeNotServed", fmt.Sprintf(
+		return &refused{reasonModeNotServed, fmt.Sprintf(
 			"%s: %s mode is not served: kiln serves KServe's Standard mode; set the annotation to Standard (or remove it)", kserveDeploymentMode, mode)}
 	}
 	switch class := isvc.Annotations[kserveAutoscalerClass]; class {
@@ -196,6 +222,19 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 	default:
 		return &refused{"AutoscalerClassNotServed", fmt.Sprintf(
 			"%s: %s is not served by kiln: use hpa (the default) or none", kserveAutoscalerClass, class)}
+	}
+	if isvc.Annotations[kserveAutoscalerClass] == "hpa" { // as KServe's webhook, for the HPA it names
+		if m := p.ScaleMetric; m != nil && *m != "cpu" && *m != "memory" {
+			return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("spec.predictor.scaleMetric: an HPA scales on cpu or memory, not %s", *m)}
+		}
+		if a := p.AutoScaling; a != nil {
+			for i, m := range a.Metrics {
+				if m.Type != "Resource" {
+					return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf(
+						"spec.predictor.autoScaling.metrics[%d]: an HPA scales on Resource metrics, not %s (KServe's keda class, which kiln does not serve)", i, m.Type)}
+				}
+			}
+		}
 	}
 	not := func(field, what string) *refused {
 		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("spec.predictor.%s: kiln does not run %s; remove it to serve the model", field, what)}
@@ -216,7 +255,7 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 }
 
 func (kserveAPI) kind() apiKind {
-	isKServe, _ := labels.NewRequirement(LabelAPI, selection.Equals, []string{"kserve"})
+	isKServe, _ := labels.NewRequirement(LabelAPI, selection.Equals, []string{apiKServe})
 	return apiKind{
 		name:   "kserve-inferenceservice",
 		object: func() client.Object { return &kservev1beta1.InferenceService{} },
@@ -224,7 +263,7 @@ func (kserveAPI) kind() apiKind {
 		gvk:    kservev1beta1.GroupVersion.WithKind("InferenceService"),
 		owns:   *isKServe,
 		fetch:  kserveMount.fetch,
-		nameOf: func(id string) (string, bool) { return strings.CutSuffix(id, ".kserve") },
+		nameOf: func(id string) (string, bool) { return strings.CutSuffix(id, kserveIDSuffix) },
 		// A runtime that comes, goes or changes may change every model that could run on it: the
 		// InferenceServices of its namespace, or of every namespace for a cluster runtime.
 		watch: func(b *builder.Builder, r *Reconciler) *builder.Builder {
@@ -273,8 +312,10 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: seen.now})
 	}
+	if seen.stopped || seen.refused != nil { // nothing runs: no address, runtime or model to speak of
+		st = kservev1beta1.InferenceServiceStatus{ObservedGeneration: isvc.Generation, DeploymentMode: st.DeploymentMode, Conditions: st.Conditions}
+	}
 	if seen.stopped {
-		st = kservev1beta1.InferenceServiceStatus{ObservedGeneration: isvc.Generation, DeploymentMode: "Standard", Conditions: st.Conditions}
 		msg := kserveStop + " is true: the predictor's objects are deleted; remove the annotation to serve again"
 		set(kservev1beta1.ConditionStopped, true, "Stopped", msg)
 		for _, c := range []string{kservev1beta1.ConditionPredictorReady, kservev1beta1.ConditionIngressReady, kservev1beta1.ConditionReady} {
@@ -283,7 +324,7 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
 		return st
 	}
-	set(kservev1beta1.ConditionStopped, false, "Serving", "")
+	set(kservev1beta1.ConditionStopped, false, "NotStopped", "")
 	// kiln runs the stable predictor of a service with canaries: it says so rather than split.
 	if len(isvc.Spec.Canary) > 0 || isvc.Spec.Predictor.CanaryTrafficPercent != nil {
 		set(kservev1beta1.ConditionCanaryPredictorReady, false, "CanaryNotServed",
@@ -292,6 +333,12 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
 	}
 	if r := seen.refused; r != nil {
+		if r.reason == reasonModeNotServed {
+			st.DeploymentMode = ""
+		}
+		for _, c := range []string{kservev1beta1.ConditionPredictorReady, kservev1beta1.ConditionIngressReady} {
+			meta.RemoveStatusCondition(&st.Conditions, c)
+		}
 		set(kservev1beta1.ConditionPredictorReady, false, r.reason, r.message)
 		set(kservev1beta1.ConditionReady, false, r.reason, r.message)
 		st.ModelStatus = kservev1beta1.ModelStatus{TransitionStatus: kservev1beta1.InvalidSpec,
@@ -307,12 +354,14 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	}
 	address := "http://" + serviceHost(e)
 	st.Address = &kservev1beta1.Addressable{URL: address}
-	ok, reason, msg := versionReady(seen.stable, false, address)
-	if !ok && seen.why.reason != "" && !seen.why.blocks() {
-		reason, msg = seen.why.reason, msg+": "+seen.why.message
-	}
+	ok, reason, msg := predictorReady(seen.stable, false, address, seen.why)
 	set(kservev1beta1.ConditionPredictorReady, ok, reason, msg)
-	set(kservev1beta1.ConditionIngressReady, true, "ClusterLocal", "kiln makes no Ingress: clients in the cluster call "+address)
+	if seen.why.blocks() { // the address may be another's object
+		st.Address = nil
+		set(kservev1beta1.ConditionIngressReady, false, seen.why.reason, seen.why.message)
+	} else {
+		set(kservev1beta1.ConditionIngressReady, true, "ClusterLocal", "kiln makes no Ingress: clients in the cluster call "+address)
+	}
 	ready, readyReason, readyMsg := ok, reason, msg
 	rollout := rolloutOf(seen.stable)
 	if ok && !rollout.complete {
@@ -330,7 +379,7 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	}
 	set(kservev1beta1.ConditionReady, ready, readyReason, readyMsg)
 	st.URL = ""
-	component := kservev1beta1.ComponentStatusSpec{Address: &kservev1beta1.Addressable{URL: address}}
+	component := kservev1beta1.ComponentStatusSpec{Address: st.Address}
 	if ready {
 		st.URL, component.URL = address, address
 	}
@@ -350,7 +399,7 @@ func modelStatus(seen observed, ready bool) kservev1beta1.ModelStatus {
 	case ready:
 		m.TransitionStatus = kservev1beta1.UpToDate
 		m.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.Loaded, TargetModelState: kservev1beta1.Loaded}
-	case seen.why.reason == "ModelFetchFailed":
+	case seen.why.reason == reasonModelFetchFailed:
 		m.TransitionStatus = kservev1beta1.BlockedByFailedLoad
 		m.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: kservev1beta1.FailedToLoad, TargetModelState: kservev1beta1.FailedToLoad}
 		m.LastFailureInfo = &kservev1beta1.FailureInfo{Reason: kservev1beta1.ModelLoadFailed, Message: seen.why.message, Location: kserveMount.fetch}

@@ -2,11 +2,13 @@ package inferenceservice
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -21,7 +23,7 @@ apiVersion: serving.kserve.io/v1alpha1
 kind: ClusterServingRuntime
 metadata: {name: kserve-sklearnserver, annotations: {serving.kserve.io/server-type: sklearnserver}}
 spec:
-  annotations: {prometheus.kserve.io/port: "8080", prometheus.kserve.io/path: /metrics}
+  annotations: {prometheus.kserve.io/port: "8002", prometheus.kserve.io/path: /metrics}
   supportedModelFormats: [{name: sklearn, version: "1", autoSelect: true, priority: 1}]
   protocolVersions: [v1, v2]
   containers:
@@ -31,8 +33,11 @@ spec:
     resources: {requests: {cpu: "1", memory: 2Gi}, limits: {cpu: "1", memory: 2Gi}}
 `
 
-// kservePlan is what the engine makes of a KServe InferenceService (YAML), on kserve-sklearnserver.
-func kservePlan(t *testing.T, doc string) plan {
+// kservePlan is what the engine makes of a KServe InferenceService (YAML), on kserve-sklearnserver,
+// on a cluster without the optional APIs.
+func kservePlan(t *testing.T, doc string) plan { return kservePlanOn(t, doc, apis{}) }
+
+func kservePlanOn(t *testing.T, doc string, have apis) plan {
 	t.Helper()
 	var isvc kservev1beta1.InferenceService
 	if err := yaml.UnmarshalStrict([]byte(doc), &isvc); err != nil {
@@ -47,7 +52,7 @@ func kservePlan(t *testing.T, doc string) plan {
 		t.Fatal(err)
 	}
 	e := fromKServe(&isvc, p, "kiln")
-	return desired(&e, decide(&e, apis{}, false), apis{}, Options{}.withDefaults())
+	return desired(&e, decide(&e, have, false), have, Options{}.withDefaults())
 }
 
 func find[T client.Object](objs []client.Object, name string) T {
@@ -135,5 +140,66 @@ spec: {predictor: {maxReplicas: 3, autoScaling: {metrics: [{type: Resource, reso
 	h = find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor")
 	if h == nil || h.Spec.Metrics[0].Resource.Name != corev1.ResourceMemory || h.Spec.Metrics[0].Resource.Target.AverageValue.String() != "1Gi" {
 		t.Errorf("HPA = %+v, want autoScaling's memory average value", h)
+	}
+}
+
+// A named predictor's objects are all <name>-<predictor.name>-predictor; every object carries
+// serving.kiln.dev/api=kserve (the KServe controller's cache holds them); the ServiceMonitor
+// scrapes the predictor's Service, which names the metrics port; the alert rule, without request
+// counters, alerts on unavailable replicas alone.
+func TestAKServePredictorsObjectsAreNamedAndLabelledAsOne(t *testing.T) {
+	p := kservePlanOn(t, `
+metadata: {name: x, namespace: ns}
+spec: {predictor: {name: blue, maxReplicas: 3, sklearn: {storageUri: "gs://m/x"}}}
+`, apis{gateway: true, keda: true, httpAddOn: true, monitoring: true})
+	for _, o := range p.want {
+		if o.GetLabels()[LabelAPI] != "kserve" || o.GetLabels()[LabelService] != "x.kserve" {
+			t.Errorf("%T %s labels %v, want %s=kserve and %s=x.kserve", o, o.GetName(), o.GetLabels(), LabelAPI, LabelService)
+		}
+		if o.GetName() != "x-blue-predictor" && o.GetName() != "x" {
+			t.Errorf("%T %s: want x-blue-predictor (or x for the monitoring)", o, o.GetName())
+		}
+	}
+	d := find[*appsv1.Deployment](p.want, "x-blue-predictor")
+	if d == nil || d.Spec.Selector.MatchLabels["app"] != "isvc.x-blue-predictor" || find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "x-blue-predictor") == nil {
+		t.Fatalf("want the Deployment and HPA x-blue-predictor, selecting app=isvc.x-blue-predictor")
+	}
+	svc := find[*corev1.Service](p.want, "x-blue-predictor")
+	if svc == nil || svc.Labels[LabelVersion] != stable || len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Port != 8002 {
+		t.Fatalf("Service = %+v, want the stable version's, with the metrics port 8002", svc)
+	}
+	var sm, rule *unstructured.Unstructured
+	for _, o := range p.want {
+		if u, ok := o.(*unstructured.Unstructured); ok && u.GetKind() == "ServiceMonitor" {
+			sm = u
+		} else if ok && u.GetKind() == "PrometheusRule" {
+			rule = u
+		}
+	}
+	if sm == nil || rule == nil {
+		t.Fatal("no ServiceMonitor or PrometheusRule for a runtime that says where its metrics are")
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
+		t.Errorf("ServiceMonitor endpoints %v, want the Service's metrics port", endpoints)
+	}
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	rules := groups[0].(map[string]any)["rules"].([]any)
+	if len(rules) != 1 || !strings.Contains(rules[0].(map[string]any)["expr"].(string), `deployment=~"x-blue-predictor(-canary)?"`) {
+		t.Errorf("rules = %v, want the replicas alert alone, on x-blue-predictor", rules)
+	}
+}
+
+// deploymentStrategy reaches the Deployment, and autoScaling.behavior the HPA.
+func TestKServeStrategyAndBehaviorAreKept(t *testing.T) {
+	p := kservePlan(t, `
+metadata: {name: s, namespace: ns}
+spec: {predictor: {maxReplicas: 3, deploymentStrategy: {type: Recreate}, autoScaling: {behavior: {scaleDown: {stabilizationWindowSeconds: 60}}}, sklearn: {storageUri: "gs://m/s"}}}
+`)
+	if d := find[*appsv1.Deployment](p.want, "s-predictor"); d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %+v, want Recreate", d.Spec.Strategy)
+	}
+	if h := find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor"); h.Spec.Behavior == nil || *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 60 {
+		t.Errorf("HPA behavior %+v, want autoScaling's", h.Spec.Behavior)
 	}
 }

@@ -186,21 +186,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	defer func() { end(err) }()
 	parent, e, err := r.api.read(ctx, req.NamespacedName)
 	var why *refused
-	if errors.As(err, &why) { // nothing can run: the status says why, until the object or what it names changes
-		if err := r.writeStatus(ctx, parent, nil, observed{refused: why, now: metav1.NewTime(r.clock.Now())}); !errors.Is(err, errStale) {
-			return reconcile.Result{}, err
-		}
-		return reconcile.Result{}, nil
-	}
-	if parent == nil || err != nil {
+	if parent == nil || (err != nil && !errors.As(err, &why)) {
 		return reconcile.Result{}, err
 	}
 	have := r.installed(ctx)
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
-	if e.stopped {
-		return reconcile.Result{}, r.stop(ctx, parent, e, have)
+	if why != nil || e.stopped { // nothing may run: what was made goes, the status says why
+		return reconcile.Result{}, r.clear(ctx, parent, e, have, observed{refused: why, stopped: e.stopped, now: metav1.NewTime(r.clock.Now())})
 	}
 	accepted, err := r.routeAccepted(ctx, e, have)
 	if err != nil {
@@ -245,7 +239,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 // an endpoint and say its status.
 type api interface {
 	// read is the object key names, from the cache, and its endpoint; a nil object when it is gone
-	// or going; a *refused error (with the object) when nothing of it can run.
+	// or going; a *refused error (with the object, and the endpoint as far as its names go) when
+	// nothing of it can run.
 	read(ctx context.Context, key client.ObjectKey) (client.Object, *endpoint, error)
 	// status is the object's status after what this reconcile observed, and what writing it tells;
 	// nil when it has not changed.
@@ -325,15 +320,16 @@ func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, trans
 	return &st, told(isvc, st, seen.why)
 }
 
-// stop deletes everything the endpoint would make (of what the parent controls) and says so.
-func (r *Reconciler) stop(ctx context.Context, parent client.Object, e *endpoint, have apis) error {
+// clear deletes everything the endpoint could have made (of what the parent controls: its names
+// are enough) and writes the status of what was seen.
+func (r *Reconciler) clear(ctx context.Context, parent client.Object, e *endpoint, have apis, seen observed) error {
 	p := desired(e, decide(e, have, false), have, r.opts)
 	for _, o := range append(p.want, p.drop...) {
 		if err := r.kit.Delete(ctx, parent, o); err != nil {
 			return err
 		}
 	}
-	if err := r.writeStatus(ctx, parent, e, observed{stopped: true, now: metav1.NewTime(r.clock.Now())}); !errors.Is(err, errStale) {
+	if err := r.writeStatus(ctx, parent, e, seen); !errors.Is(err, errStale) {
 		return err
 	}
 	return nil
@@ -405,6 +401,9 @@ func (r *Reconciler) troubleOf(ctx context.Context, e *endpoint, stableDep *apps
 // whatever its pods do.
 func (t trouble) blocks() bool { return t.reason == ReasonNameConflict || t.reason == ReasonRefused }
 
+// reasonModelFetchFailed: a pod's model fetch failed.
+const reasonModelFetchFailed = "ModelFetchFailed"
+
 // podTrouble is what keeps one pod from starting, if it says; fetch is the model fetch's container.
 func podTrouble(p *corev1.Pod, fetch string) trouble {
 	for _, cs := range p.Status.InitContainerStatuses {
@@ -420,7 +419,7 @@ func podTrouble(p *corev1.Pod, fetch string) trouble {
 			if msg == "" {
 				msg = fmt.Sprintf("exit code %d", t.ExitCode)
 			}
-			return trouble{"ModelFetchFailed", fmt.Sprintf("fetching the model failed in pod %s: %s", p.Name, msg)}
+			return trouble{reasonModelFetchFailed, fmt.Sprintf("fetching the model failed in pod %s: %s", p.Name, msg)}
 		}
 	}
 	if reason, msg := stuck.Pod(p, "pod "+p.Name); reason != "" {

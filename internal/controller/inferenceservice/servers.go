@@ -9,10 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/kserve"
 )
 
-// ModelDir is where the model is mounted or fetched to.
-const ModelDir = "/mnt/models"
+// ModelDir is where the model is mounted or fetched to: KServe's place, for both APIs.
+const ModelDir = kserve.ModelDir
 
 // server is what kiln knows of a model server.
 type server struct {
@@ -39,6 +40,9 @@ type promEndpoint struct {
 }
 
 func (m promEndpoint) known() bool { return m.path != "" }
+
+// counts says whether the requests and failures are known, for an error-rate alert.
+func (m promEndpoint) counts() bool { return len(m.ok) > 0 && len(m.failed) > 0 }
 
 var v2Live, v2Ready = "/v2/health/live", "/v2/health/ready"
 

@@ -53,10 +53,7 @@ func status(isvc *servingv1alpha1.InferenceService, e *endpoint, sc scaling, sta
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: now})
 	}
-	predictorOK, reason, msg := versionReady(stableDep, sc.keda && wakes, st.URL)
-	if !predictorOK && why.reason != "" && !why.blocks() {
-		reason, msg = why.reason, msg+": "+why.message
-	}
+	predictorOK, reason, msg := predictorReady(stableDep, sc.keda && wakes, st.URL, why)
 	set(PredictorReady, predictorOK, reason, msg)
 	ready, readyReason, readyMsg := predictorOK, reason, msg
 	// Ready means the spec's model serves: while a change rolls out, the old version may serve,
@@ -150,6 +147,16 @@ func versionReady(d *appsv1.Deployment, wakes bool, url string) (bool, string, s
 		return true, "ScaledToZero", "scaled to zero: a request to " + url + " wakes it (the KEDA HTTP add-on holds it until a replica is ready)"
 	}
 	return false, "ReplicasNotReady", fmt.Sprintf("0 of %d replicas ready", d.Status.Replicas)
+}
+
+// predictorReady is versionReady of the stable version, with what keeps its pods from starting
+// when they say.
+func predictorReady(d *appsv1.Deployment, wakes bool, url string, why trouble) (bool, string, string) {
+	ok, reason, msg := versionReady(d, wakes, url)
+	if !ok && why.reason != "" && !why.blocks() {
+		reason, msg = why.reason, msg+": "+why.message
+	}
+	return ok, reason, msg
 }
 
 // scaledToZero: the Deployment asks for no replica and has none.
