@@ -18,6 +18,7 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/internal/framework"
+	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -30,6 +31,17 @@ func TestMain(m *testing.M) {
 		Cluster: devcluster.Options{
 			Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml"), testenv.KubeletStage()},
 			Nodes:  3, GPUNodes: 2, GPUsPerNode: 8, GangScheduling: true,
+		},
+		// KServe's API too, as make run serves it: its CRDs beside kiln's, every kind served.
+		Before: func(c *testenv.Cluster) (func(), error) {
+			return func() {}, devcluster.InstallCRDs(context.Background(), c.Client, testenv.KServeCRDs())
+		},
+		Manager: func(o manager.Options) manager.Options {
+			all, err := manager.Frameworks(o)
+			if err == nil {
+				o.Kinds = manager.KindNames(all)
+			}
+			return o
 		},
 	}, &cluster))
 }

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/s3server"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -209,5 +211,46 @@ func TestARolloutThatCannotBeScheduledKeepsTheOldVersion(t *testing.T) {
 	done := status(ready)
 	if done.Status.ActiveVersion != "gs://models/iris/v2" {
 		t.Errorf("after the fix activeVersion is %s, want v2", done.Status.ActiveVersion)
+	}
+}
+
+// KServe's sklearn sample, unchanged, on a real cluster beside kiln's own InferenceService kind:
+// the Deployment controller makes the pod, kwok readies it, and the InferenceService says Ready
+// with its address; kubectl reads it by its full name (isvc names kiln's own, as the test above
+// checks with both installed: kubectl resolves it to serving.kiln.dev).
+func TestKServesSampleOnARealCluster(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t)
+	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.Apply(context.Background(), cluster.Client, "", runtimes); err != nil {
+		t.Fatal(err)
+	}
+	sample := testenv.KServeManifests(t, "samples/sklearn/v1/sklearn.yaml")[0]
+	sample.SetNamespace(ns)
+	if err := cluster.Client.Create(context.Background(), sample); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyWithin(t, timeout, func() error {
+		fresh := &kservev1beta1.InferenceService{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(sample), fresh); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
+	pods := cluster.Pods(t, ns, map[string]string{"app": "isvc.sklearn-iris-predictor"})
+	if len(pods) != 1 || pods[0].Labels["serving.kserve.io/inferenceservice"] != "sklearn-iris" || pods[0].Spec.InitContainers[0].Name != "storage-initializer" {
+		t.Errorf("pods %+v, want one of KServe's labels, its model fetched by storage-initializer", pods)
+	}
+	out := kubectl(t, "get", "inferenceservices.serving.kserve.io", "-n", ns)
+	for _, want := range []string{"URL", "READY", "sklearn-iris", "http://sklearn-iris-predictor." + ns + ".svc.cluster.local", "True"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get inferenceservices.serving.kserve.io lacks %q:\n%s", want, out)
+		}
 	}
 }
