@@ -54,6 +54,8 @@ func kilnVersion(isvc *servingv1alpha1.InferenceService, s server, uri, fetchIma
 		maps.Copy(labels, o.Labels)
 		maps.Copy(annotations, o.Annotations)
 	}
+	// LabelAPI marks another API's pods, which kiln's cache of this API's objects leaves out.
+	delete(labels, LabelAPI)
 	// The model URI, without its secrets, in an annotation: changing it rolls the Deployment (as
 	// does a new signature of a pre-signed URL, through the fetch container's environment).
 	annotations[modelURIAnnotation] = modeluri.Redact(uri)

@@ -14,6 +14,7 @@ import (
 
 	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
 	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
+	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/kserve"
 )
 
@@ -201,5 +202,15 @@ spec: {predictor: {maxReplicas: 3, deploymentStrategy: {type: Recreate}, autoSca
 	}
 	if h := find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "s-predictor"); h.Spec.Behavior == nil || *h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds != 60 {
 		t.Errorf("HPA behavior %+v, want autoScaling's", h.Spec.Behavior)
+	}
+}
+
+// A kiln InferenceService's pods never carry LabelAPI, even when spec.pod.labels sets it: its
+// controller's cache leaves out the pods that do.
+func TestKilnPodsNeverCarryAnotherAPIsLabel(t *testing.T) {
+	i := isvc(nil, nil, -1)
+	i.Spec.Pod = &servingv1alpha1.PodOptions{Labels: map[string]string{LabelAPI: "kserve", "team": "a"}}
+	if l := deploymentOf(i, stable, nil).Spec.Template.Labels; l[LabelAPI] != "" || l["team"] != "a" {
+		t.Errorf("pod labels %v, want team and no %s", l, LabelAPI)
 	}
 }
