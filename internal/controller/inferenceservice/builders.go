@@ -200,8 +200,12 @@ func desiredHPA(e *endpoint, version string, min, max int32) *autoscalingv2.Hori
 
 // cpuUtilization is the HPA metric of an average CPU use of percent of the requests.
 func cpuUtilization(percent int32) autoscalingv2.MetricSpec {
-	return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &percent}}}
+	return resourceMetric(corev1.ResourceCPU, autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &percent})
+}
+
+// resourceMetric is the HPA metric of a resource of the pods at target.
+func resourceMetric(name corev1.ResourceName, target autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: name, Target: target}}
 }
 
 // unstructuredOf builds an object of an API kiln does not import (Gateway API, KEDA, Prometheus

@@ -124,9 +124,6 @@ const kserveAutoscalerClass = "serving.kserve.io/autoscalerClass"
 // scaleMetric (cpu by default) at scaleTarget (a utilization, 80% by default; memory only with a
 // target).
 func kserveMetrics(ext kservev1beta1.ComponentExtensionSpec) []autoscalingv2.MetricSpec {
-	resourceMetric := func(name corev1.ResourceName, target autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
-		return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: name, Target: target}}
-	}
 	if a := ext.AutoScaling; a != nil && len(a.Metrics) > 0 {
 		var out []autoscalingv2.MetricSpec
 		for _, m := range a.Metrics {
@@ -235,6 +232,13 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 				}
 			}
 		}
+	}
+	if impls := kserve.Frameworks(&p); len(impls) > 1 || (len(impls) == 1 && p.Model != nil) {
+		if p.Model != nil {
+			impls = append(impls, "model")
+		}
+		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf(
+			"spec.predictor: give one of the framework fields or model, not %s", strings.Join(impls, " and "))}
 	}
 	not := func(field, what string) *refused {
 		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("spec.predictor.%s: kiln does not run %s; remove it to serve the model", field, what)}

@@ -433,6 +433,16 @@ func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 	}
 	condition(t, client.ObjectKeyFromObject(external), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed")
 	gone("ext-predictor")
+	// Two frameworks: KServe's webhook refuses it; kiln makes nothing and names both.
+	two := sklearn("two", nil)
+	two.Spec.Predictor.XGBoost = &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/x")}
+	if err := env.Client.Create(ctx, two); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(condition(t, client.ObjectKeyFromObject(two), "Ready", metav1.ConditionFalse, "InvalidPredictorSpec").Status.Conditions, "Ready"); !strings.Contains(c.Message, "not xgboost and sklearn") {
+		t.Errorf("Ready message %q, want both frameworks named", c.Message)
+	}
+	gone("two-predictor")
 	annotate(iris, map[string]string{"serving.kserve.io/autoscalerClass": "external"})
 	if st := condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed").Status; st.URL != "" || st.Address != nil {
 		t.Errorf("a refused service keeps url %q and address %v", st.URL, st.Address)
