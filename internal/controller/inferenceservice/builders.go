@@ -35,6 +35,9 @@ func itoa(i int32) string { return strconv.Itoa(int(i)) }
 
 // predictorName is the Deployment and Service of one version.
 func predictorName(e *endpoint, version string) string {
+	if version == canary && e.canaryName != "" {
+		return e.canaryName
+	}
 	if version == canary {
 		return e.base + "-canary"
 	}
@@ -301,7 +304,11 @@ func desiredStableService(e *endpoint, sc scaling, interceptor string) *corev1.S
 	if e.address == predictorName(e, stable) {
 		version = stable // it is the stable version's own Service too, which the ServiceMonitor scrapes
 	}
-	svc := desiredService(e, e.address, version, sc.serves)
+	selects := sc.serves
+	if version == stable && sc.mode == servingv1alpha1.TrafficHTTPRoute {
+		selects = stable // the route's stable backend: the stable pods alone
+	}
+	svc := desiredService(e, e.address, version, selects)
 	if sc.keda {
 		host, port := interceptorHost(interceptor)
 		p, _ := strconv.Atoi(port)
@@ -334,11 +341,12 @@ func desiredServiceMonitor(e *endpoint) *unstructured.Unstructured {
 // server's request counters are known, on more than 5% failed requests.
 func desiredPrometheusRule(e *endpoint) *unstructured.Unstructured {
 	ns := e.namespace
+	versions := predictorName(e, stable) + "|" + predictorName(e, canary)
 	rules := []any{map[string]any{"alert": "InferenceServiceReplicasUnavailable", "for": "5m",
-		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + e.base + `(-canary)?"}) > 0`,
+		"expr":   `sum(kube_deployment_status_replicas_unavailable{namespace="` + ns + `",deployment=~"` + versions + `"}) > 0`,
 		"labels": map[string]any{"severity": "warning"}}}
 	if m := e.metrics; m.counts() {
-		scope := `namespace="` + ns + `",service=~"` + e.base + `(-canary)?"`
+		scope := `namespace="` + ns + `",service=~"` + versions + `"`
 		rate := func(series []string) string {
 			terms := make([]string, len(series))
 			for i, s := range series {

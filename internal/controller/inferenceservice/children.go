@@ -35,6 +35,13 @@ func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
 			&appsv1.Deployment{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)},
 			&corev1.Service{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)})
 	}
+	for _, name := range e.retired {
+		if name == predictorName(e, canary) { // the canary the spec has, or dropped above
+			continue
+		}
+		m := objectMeta(e, name, canary)
+		p.drop = append(p.drop, &appsv1.Deployment{ObjectMeta: m}, &corev1.Service{ObjectMeta: m}, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: m})
+	}
 	if have.gateway {
 		if e.canary != nil {
 			p.want = append(p.want, desiredHTTPRoute(e))

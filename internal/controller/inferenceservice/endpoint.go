@@ -41,10 +41,14 @@ type endpoint struct {
 	owner metav1.OwnerReference
 	// queue are the parent's labels Kueue reads, copied to the Deployments and their pods.
 	queue map[string]string
-	// stable runs the model; canary, when set, takes canaryPercent of the requests.
+	// stable runs the model; canary, when set, takes canaryPercent of the requests. canaryName
+	// names the canary's Deployment, Service and autoscaler ("": base-canary).
 	stable        versionPods
 	canary        *versionPods
 	canaryPercent int32
+	canaryName    string
+	// retired name the objects of canaries the spec no longer has, which go.
+	retired []string
 	// port serves requests; metrics is where the server publishes Prometheus metrics.
 	port    int32
 	metrics promEndpoint

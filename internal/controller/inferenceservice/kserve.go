@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,28 +61,9 @@ func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchI
 	e := kserveNamed(isvc)
 	e.runtime, e.annotations = p.Runtime, p.Annotations
 	e.labels = union(p.Labels, e.labels)
-	e.port, e.startupTimeout = kserveDefaultPort, DefaultStartupTimeoutSeconds
+	e.startupTimeout = DefaultStartupTimeoutSeconds
 	kueue.CopyLabels(isvc.Labels, e.queue)
-	pod := *p.Pod.DeepCopy()
-	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == kserve.ContainerName })
-	if i >= 0 {
-		server := &pod.Containers[i]
-		if len(server.Ports) > 0 {
-			e.port = server.Ports[0].ContainerPort
-		}
-		// As KServe: a server without a readiness probe is ready once its port opens.
-		if server.ReadinessProbe == nil {
-			server.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(e.port)}},
-				TimeoutSeconds: 1, PeriodSeconds: 10, FailureThreshold: 3}
-		}
-	}
-	if p.StorageURI != "" {
-		mountModel(&pod, kserveMount, p.StorageURI, fetchImage, nil)
-	}
-	e.stable = versionPods{model: modeluri.Redact(p.StorageURI), template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{modelURIAnnotation: modeluri.Redact(p.StorageURI)}},
-		Spec:       pod,
-	}}
+	e.stable, e.port = kserveVersion(p, fetchImage)
 	if port, path := p.Annotations["prometheus.kserve.io/port"], p.Annotations["prometheus.kserve.io/path"]; path != "" {
 		n, _ := strconv.Atoi(port)
 		e.metrics = promEndpoint{port: int32(n), path: path}
@@ -102,6 +84,35 @@ func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchI
 	return e
 }
 
+// kserveVersion is the pods of predictor p and the port they serve on (the server's first, else
+// 8080), the model fetched by fetchImage's kiln-fetch as storage-initializer. The pods' revision
+// annotation is a hash of the rest of their template.
+func kserveVersion(p kserve.Predictor, fetchImage string) (versionPods, int32) {
+	port := int32(kserveDefaultPort)
+	pod := *p.Pod.DeepCopy()
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == kserve.ContainerName })
+	if i >= 0 {
+		server := &pod.Containers[i]
+		if len(server.Ports) > 0 {
+			port = server.Ports[0].ContainerPort
+		}
+		// As KServe: a server without a readiness probe is ready once its port opens.
+		if server.ReadinessProbe == nil {
+			server.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+				TimeoutSeconds: 1, PeriodSeconds: 10, FailureThreshold: 3}
+		}
+	}
+	if p.StorageURI != "" {
+		mountModel(&pod, kserveMount, p.StorageURI, fetchImage, nil)
+	}
+	t := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(p.Labels), Annotations: map[string]string{modelURIAnnotation: modeluri.Redact(p.StorageURI)}},
+		Spec:       pod,
+	}
+	t.Annotations[revisionAnnotation] = revisionOf(t)
+	return versionPods{model: modeluri.Redact(p.StorageURI), template: t}, port
+}
+
 // kserveNamed is the endpoint of isvc as far as its names go, all that deleting what it made
 // needs: its owner, names, id and labels.
 func kserveNamed(isvc *kservev1beta1.InferenceService) endpoint {
@@ -114,6 +125,7 @@ func kserveNamed(isvc *kservev1beta1.InferenceService) endpoint {
 		labels:             map[string]string{LabelAPI: apiKServe},
 		mount:              kserveMount,
 		queue:              map[string]string{},
+		retired:            canariesRun(isvc),
 	}
 }
 
@@ -185,16 +197,43 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 	if err := k.client.List(ctx, &csrs); err != nil {
 		return nil, nil, err
 	}
-	p, err := kserve.Build(isvc, &isvc.Spec.Predictor, kserve.Namespaced(srs.Items), kserve.Clustered(csrs.Items))
-	var failure *kserve.Failure
-	if errors.As(err, &failure) {
-		return isvc, &named, &refused{string(failure.Reason), failure.Message}
-	}
+	namespaced, cluster := kserve.Namespaced(srs.Items), kserve.Clustered(csrs.Items)
+	p, err := kserve.Build(isvc, &isvc.Spec.Predictor, namespaced, cluster)
 	if err != nil {
-		return nil, nil, err
+		return asRefused(isvc, &named, err)
 	}
 	e := fromKServe(isvc, p, k.fetchImage)
+	if err := k.withCanary(ctx, isvc, &e, namespaced, cluster); err != nil {
+		return asRefused(isvc, &named, err)
+	}
 	return isvc, &e, nil
+}
+
+// asRefused is what read returns for err: a *refused, with the object and its names, when a
+// *kserve.Failure or *refused says why the spec cannot run, else err alone.
+func asRefused(isvc *kservev1beta1.InferenceService, named *endpoint, err error) (client.Object, *endpoint, error) {
+	if why := refusalOf(err, ""); why != nil {
+		return isvc, named, why
+	}
+	return nil, nil, err
+}
+
+// refusalOf is the *refused err is or the *refused of the *kserve.Failure it is, its message after
+// the field at (when given); nil for any other error.
+func refusalOf(err error, at string) *refused {
+	var failure *kserve.Failure
+	var why *refused
+	switch {
+	case errors.As(err, &failure):
+		why = &refused{string(failure.Reason), failure.Message}
+	case errors.As(err, &why):
+	default:
+		return nil
+	}
+	if at != "" {
+		why = &refused{why.reason, at + ": " + why.message}
+	}
+	return why
 }
 
 // reasonModeNotServed: the deployment mode is not Standard.
@@ -233,17 +272,31 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 			}
 		}
 	}
-	if impls := kserve.Frameworks(&p); len(impls) > 1 || (len(impls) == 1 && p.Model != nil) {
+	switch {
+	case len(isvc.Spec.Canary) > 1:
+		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf(
+			"spec.canary has %d canaries: kiln runs one canary beside the predictor; keep one (the others can follow it)", len(isvc.Spec.Canary))}
+	case len(isvc.Spec.Canary) == 1 && p.CanaryTrafficPercent != nil:
+		return &refused{string(kservev1beta1.InvalidPredictorSpec),
+			"spec.predictor.canaryTrafficPercent and spec.canary both ask for a canary: give one (spec.canary names its canary; canaryTrafficPercent splits the rolled-out predictor from the spec's)"}
+	}
+	return predictorNotServed(&p, "spec.predictor")
+}
+
+// predictorNotServed is why kiln cannot serve predictor p (at the field at) as asked, when it
+// asks for a part of KServe kiln does not run.
+func predictorNotServed(p *kservev1beta1.PredictorSpec, at string) *refused {
+	if impls := kserve.Frameworks(p); len(impls) > 1 || (len(impls) == 1 && p.Model != nil) {
 		if p.Model != nil {
 			impls = append(impls, "model")
 		}
 		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf(
-			"spec.predictor: give one of the framework fields or model, not %s", strings.Join(impls, " and "))}
+			"%s: give one of the framework fields or model, not %s", at, strings.Join(impls, " and "))}
 	}
 	not := func(field, what string) *refused {
-		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("spec.predictor.%s: kiln does not run %s; remove it to serve the model", field, what)}
+		return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf("%s.%s: kiln does not run %s; remove it to serve the model", at, field, what)}
 	}
-	switch m := kserve.ModelOf(&p); {
+	switch m := kserve.ModelOf(p); {
 	case p.Logger != nil:
 		return not("logger", "KServe's request logger (its agent sidecar)")
 	case p.Batcher != nil:
@@ -329,14 +382,8 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		return st
 	}
 	set(kservev1beta1.ConditionStopped, false, "NotStopped", "")
-	// kiln runs the stable predictor of a service with canaries: it says so rather than split.
-	if len(isvc.Spec.Canary) > 0 || isvc.Spec.Predictor.CanaryTrafficPercent != nil {
-		set(kservev1beta1.ConditionCanaryPredictorReady, false, "CanaryNotServed",
-			"kiln does not run KServe's canaries yet (spec.canary, canaryTrafficPercent): the predictor takes all requests")
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
-	}
 	if r := seen.refused; r != nil {
+		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
 		if r.reason == reasonModeNotServed {
 			st.DeploymentMode = ""
 		}
@@ -375,6 +422,11 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		}
 		ready, readyReason, readyMsg = false, rollout.reason, rollout.message(active, e.stable.model, seen.why)
 	}
+	component := kservev1beta1.ComponentStatusSpec{Address: st.Address}
+	canaryOK, canaryMsg := kserveRevisions(isvc, &st, &component, e, seen, set)
+	if ready && !canaryOK {
+		ready, readyReason, readyMsg = false, "CanaryNotReady", predictorName(e, canary)+": "+canaryMsg
+	}
 	if seen.why.blocks() {
 		ready, readyReason, readyMsg = false, seen.why.reason, seen.why.message
 	}
@@ -383,11 +435,10 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	}
 	set(kservev1beta1.ConditionReady, ready, readyReason, readyMsg)
 	st.URL = ""
-	component := kservev1beta1.ComponentStatusSpec{Address: st.Address}
 	if ready {
 		st.URL, component.URL = address, address
 	}
-	st.Components = map[string]kservev1beta1.ComponentStatusSpec{"predictor": component}
+	st.Components = map[string]kservev1beta1.ComponentStatusSpec{kservePredictor: component}
 	st.ModelStatus = modelStatus(seen, ready)
 	return st
 }

@@ -2,6 +2,7 @@ package inferenceservice
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,7 +187,7 @@ spec: {predictor: {name: blue, maxReplicas: 3, sklearn: {storageUri: "gs://m/x"}
 	}
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
 	rules := groups[0].(map[string]any)["rules"].([]any)
-	if len(rules) != 1 || !strings.Contains(rules[0].(map[string]any)["expr"].(string), `deployment=~"x-blue-predictor(-canary)?"`) {
+	if len(rules) != 1 || !strings.Contains(rules[0].(map[string]any)["expr"].(string), `deployment=~"x-blue-predictor|x-blue-predictor-canary"`) {
 		t.Errorf("rules = %v, want the replicas alert alone, on x-blue-predictor", rules)
 	}
 }
@@ -212,5 +213,62 @@ func TestKilnPodsNeverCarryAnotherAPIsLabel(t *testing.T) {
 	i.Spec.Pod = &servingv1alpha1.PodOptions{Labels: map[string]string{LabelAPI: "kserve", "team": "a"}}
 	if l := deploymentOf(i, stable, nil).Spec.Template.Labels; l[LabelAPI] != "" || l["team"] != "a" {
 		t.Errorf("pod labels %v, want team and no %s", l, LabelAPI)
+	}
+}
+
+// spec.canary's canary on a cluster whose mesh accepted the HTTPRoute: Deployment and Service
+// x-v2-predictor beside x-predictor, the route splitting the predictor's address 80/20 between
+// them, and the address Service, the route's stable backend, selecting the stable pods alone (the
+// canary's pods behind it would take more than their share).
+func TestAKServeCanaryIsSplitExactlyByAnAcceptedRoute(t *testing.T) {
+	var isvc kservev1beta1.InferenceService
+	if err := yaml.UnmarshalStrict([]byte(`
+metadata: {name: x, namespace: ns}
+spec:
+  predictor: {sklearn: {storageUri: "gs://m/v1"}}
+  canary: [{trafficPercent: 20, predictor: {name: v2, sklearn: {storageUri: "gs://m/v2"}}}]
+`), &isvc); err != nil {
+		t.Fatal(err)
+	}
+	var csr kservev1alpha1.ClusterServingRuntime
+	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
+		t.Fatal(err)
+	}
+	runtimes := kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr})
+	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, runtimes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := fromKServe(&isvc, p, "kiln")
+	if err := (kserveAPI{}).withCanary(t.Context(), &isvc, &e, nil, runtimes); err != nil {
+		t.Fatal(err)
+	}
+	have := apis{gateway: true}
+	plan := desired(&e, decide(&e, have, true), have, Options{}.withDefaults())
+	c := find[*appsv1.Deployment](plan.want, "x-v2-predictor")
+	if c == nil || c.Spec.Selector.MatchLabels["app"] != "isvc.x-v2-predictor" || c.Spec.Template.Annotations[modelURIAnnotation] != "gs://m/v2" {
+		t.Fatalf("canary Deployment %+v, want x-v2-predictor serving gs://m/v2", c)
+	}
+	if svc := find[*corev1.Service](plan.want, "x-predictor"); svc.Spec.Selector[LabelVersion] != stable {
+		t.Errorf("address Service selects %v, want the stable pods alone", svc.Spec.Selector)
+	}
+	var route *unstructured.Unstructured
+	for _, o := range plan.want {
+		if u, ok := o.(*unstructured.Unstructured); ok && u.GetKind() == "HTTPRoute" {
+			route = u
+		}
+	}
+	if route == nil {
+		t.Fatal("no HTTPRoute")
+	}
+	rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+	backends := rules[0].(map[string]any)["backendRefs"].([]any)
+	got := []string{}
+	for _, b := range backends {
+		b := b.(map[string]any)
+		got = append(got, b["name"].(string)+"="+strconv.Itoa(int(b["weight"].(int64))))
+	}
+	if strings.Join(got, ",") != "x-predictor=80,x-v2-predictor=20" {
+		t.Errorf("route backends %v, want x-predictor=80,x-v2-predictor=20", got)
 	}
 }

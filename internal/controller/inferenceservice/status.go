@@ -104,28 +104,8 @@ func traffic(isvc *servingv1alpha1.InferenceService, sc scaling, stableDep, cana
 	if t == nil {
 		return nil
 	}
-	if sc.mode == servingv1alpha1.TrafficHTTPRoute {
-		return &servingv1alpha1.TrafficStatus{Mode: sc.mode, StablePercent: 100 - t.CanaryPercent, CanaryPercent: t.CanaryPercent}
-	}
-	st := &servingv1alpha1.TrafficStatus{Mode: sc.mode, Approximate: true}
-	var s, c int32
-	if stableDep != nil {
-		s = stableDep.Status.ReadyReplicas
-	}
-	if canaryDep != nil {
-		c = canaryDep.Status.ReadyReplicas
-	}
-	switch {
-	case sc.serves == stable:
-		c = 0
-	case sc.serves == canary:
-		s = 0
-	}
-	if s+c > 0 {
-		st.CanaryPercent = (c*100 + (s+c)/2) / (s + c)
-		st.StablePercent = 100 - st.CanaryPercent
-	}
-	return st
+	s, c, exact := split(sc, t.CanaryPercent, stableDep, canaryDep)
+	return &servingv1alpha1.TrafficStatus{Mode: sc.mode, Approximate: !exact, StablePercent: s, CanaryPercent: c}
 }
 
 func withoutTime(st servingv1alpha1.InferenceServiceStatus) servingv1alpha1.InferenceServiceStatus {

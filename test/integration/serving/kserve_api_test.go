@@ -362,22 +362,30 @@ func TestKServeSaysWhatItCannotServe(t *testing.T) {
 // condition waits until KServe's InferenceService key has condition ct of status and reason.
 func condition(t *testing.T, key client.ObjectKey, ct string, status metav1.ConditionStatus, reason string) *kservev1beta1.InferenceService {
 	t.Helper()
+	return awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		if c := meta.FindStatusCondition(isvc.Status.Conditions, ct); c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s = %+v, want %s %s", ct, c, status, reason)
+		}
+		return nil
+	})
+}
+
+// awaitKServe waits until KServe's InferenceService key passes check, and returns it.
+func awaitKServe(t *testing.T, key client.ObjectKey, check func(*kservev1beta1.InferenceService) error) *kservev1beta1.InferenceService {
+	t.Helper()
 	isvc := &kservev1beta1.InferenceService{}
 	testenv.Eventually(t, func() error {
 		if err := env.Client.Get(context.Background(), key, isvc); err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(isvc.Status.Conditions, ct); c == nil || c.Status != status || c.Reason != reason {
-			return fmt.Errorf("%s = %+v, want %s %s", ct, c, status, reason)
-		}
-		return nil
+		return check(isvc)
 	})
 	return isvc
 }
 
 // The stop annotation deletes what the service made and says Stopped; removing it serves again.
 // What kiln does not run is said, not done otherwise: an autoscaler class it does not serve
-// makes nothing, and canaries are reported not served while the predictor takes every request.
+// makes nothing, as do two canaries (kiln runs one).
 func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 	installKilnRuntimes(t)
 	ctx := context.Background()
@@ -449,11 +457,169 @@ func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 	}
 	gone("iris-predictor")
 
-	canaried := sklearn("canaried", nil)
-	canaried.Spec.Predictor.CanaryTrafficPercent = ptr.To[int64](10)
-	if err := env.Client.Create(ctx, canaried); err != nil {
+	// Two canaries: kiln runs one; it makes nothing and says so.
+	two = sklearn("twocanaries", nil)
+	for _, name := range []string{"a", "b"} {
+		two.Spec.Canary = append(two.Spec.Canary, kservev1beta1.CanarySpec{TrafficPercent: 10, Predictor: kservev1beta1.CanaryPredictor{Name: name}})
+	}
+	if err := env.Client.Create(ctx, two); err != nil {
 		t.Fatal(err)
 	}
-	condition(t, client.ObjectKeyFromObject(canaried), "CanaryPredictorReady", metav1.ConditionFalse, "CanaryNotServed")
-	deployment(t, ns, "canaried-predictor") // the predictor takes every request
+	if c := meta.FindStatusCondition(condition(t, client.ObjectKeyFromObject(two), "Ready", metav1.ConditionFalse, "InvalidPredictorSpec").Status.Conditions, "Ready"); !strings.Contains(c.Message, "spec.canary has 2 canaries") {
+		t.Errorf("Ready message %q, want the canaries counted", c.Message)
+	}
+}
+
+// setSpec replaces the spec of KServe's InferenceService key with sample's (as kubectl apply of
+// the next sample does).
+func setSpec(t *testing.T, key client.ObjectKey, sample *unstructured.Unstructured) {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(sample.Object, "spec")
+	testenv.Eventually(t, func() error {
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(kservev1beta1.GroupVersion.WithKind("InferenceService"))
+		if err := env.Client.Get(context.Background(), key, fresh); err != nil {
+			return err
+		}
+		fresh.Object["spec"] = spec
+		return env.Client.Update(context.Background(), fresh)
+	})
+}
+
+// awaitTraffic waits until the predictor's traffic in the status is want, as "tag:percent" (tag ""
+// for the latest revision alone).
+func awaitTraffic(t *testing.T, key client.ObjectKey, want string) *kservev1beta1.InferenceService {
+	t.Helper()
+	return awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		var got []string
+		for _, tt := range isvc.Status.Components["predictor"].Traffic {
+			got = append(got, fmt.Sprintf("%s:%d", tt.Tag, ptr.Deref(tt.Percent, -1)))
+		}
+		if g := strings.Join(got, ","); g != want {
+			return fmt.Errorf("traffic %s, want %s", g, want)
+		}
+		return nil
+	})
+}
+
+// KServe's rollout samples, unchanged, in order. default.yaml serves flowers. canary.yaml (10%)
+// keeps the flowers pods, the revision rolled out, and runs flowers-2 beside them as the latest:
+// without a mesh the Service splits requests by ready replicas, and the status says 50%, not 10%.
+// pinned.yaml (0%) sends every request to flowers while flowers-2 keeps running. promotion.yaml
+// rolls flowers-2 out, and the canary goes.
+func TestKServesRolloutSamplesSplitAndPromote(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	sample := kserveSample(t, "samples/rollout/default.yaml", ns)
+	if err := env.Client.Create(ctx, sample); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(sample)
+	flowers, flowers2 := "gs://kfserving-examples/models/tensorflow/flowers", "gs://kfserving-examples/models/tensorflow/flowers-2"
+	rollOut(t, ns, "my-model-predictor", flowers)
+	first := condition(t, key, "Ready", metav1.ConditionTrue, "Ready").Status.Components["predictor"]
+	if first.LatestRolledoutRevision == "" || first.LatestReadyRevision != first.LatestRolledoutRevision {
+		t.Errorf("predictor status %+v, want the ready revision rolled out", first)
+	}
+	awaitTraffic(t, key, ":100")
+
+	setSpec(t, key, kserveSample(t, "samples/rollout/canary.yaml", ns))
+	rollOut(t, ns, "my-model-predictor-canary", flowers2)
+	if got := deployment(t, ns, "my-model-predictor").Spec.Template.Annotations["serving.kiln.dev/model-uri"]; got != flowers {
+		t.Errorf("the rolled-out predictor serves %s, want flowers kept beside the canary", got)
+	}
+	canaryDep := deployment(t, ns, "my-model-predictor-canary")
+	if canaryDep.Spec.Selector.MatchLabels["app"] != "isvc.my-model-predictor-canary" {
+		t.Errorf("canary selector %v", canaryDep.Spec.Selector.MatchLabels)
+	}
+	isvc := awaitTraffic(t, key, "prev:50,latest:50")
+	c := isvc.Status.Components["predictor"]
+	if c.LatestCreatedRevision == first.LatestRolledoutRevision || c.LatestReadyRevision != c.LatestCreatedRevision || c.Traffic[0].RevisionName != first.LatestRolledoutRevision {
+		t.Errorf("predictor status %+v, want the latest revision ready beside the one rolled out (%s)", c, first.LatestRolledoutRevision)
+	}
+	ready := condition(t, key, "CanaryPredictorReady", metav1.ConditionTrue, "AllCanariesReady")
+	if m := meta.FindStatusCondition(ready.Status.Conditions, "CanaryPredictorReady").Message; !strings.Contains(m, "split by ready replicas, 50% to 50%") || !strings.Contains(m, "90% to 10% exactly") {
+		t.Errorf("CanaryPredictorReady says %q, want the split in force and how to make it exact", m)
+	}
+
+	setSpec(t, key, kserveSample(t, "samples/rollout/pinned.yaml", ns))
+	awaitTraffic(t, key, "prev:100,latest:0")
+	svc := &corev1.Service{}
+	env.Await(t, ns, "my-model-predictor", svc)
+	if svc.Spec.Selector["serving.kiln.dev/version"] != "stable" {
+		t.Errorf("pinned: the Service selects %v, want the rolled-out pods alone", svc.Spec.Selector)
+	}
+
+	setSpec(t, key, kserveSample(t, "samples/rollout/promotion.yaml", ns))
+	rollOut(t, ns, "my-model-predictor", flowers2)
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "my-model-predictor-canary"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the canary's Deployment is still there after the promotion: %v", err)
+		}
+		return nil
+	})
+	awaitTraffic(t, key, ":100")
+	isvc = awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		if c := isvc.Status.Components["predictor"]; c.PreviousRolledoutRevision != first.LatestRolledoutRevision || c.LatestRolledoutRevision == first.LatestRolledoutRevision {
+			return fmt.Errorf("predictor status %+v, want flowers-2 rolled out after %s", c, first.LatestRolledoutRevision)
+		}
+		return nil
+	})
+	if meta.FindStatusCondition(isvc.Status.Conditions, "CanaryPredictorReady") != nil {
+		t.Errorf("CanaryPredictorReady kept without a canary: %+v", isvc.Status.Conditions)
+	}
+}
+
+// spec.canary's one canary, named v2, runs beside the predictor as its own Deployment and Service
+// iris-v2-predictor with the canary's model and the predictor's other fields; the status lists it
+// with its share; dropping it from the spec deletes what it made.
+func TestKServesNamedCanaryRunsBesideThePredictor(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	isvc := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns}, Spec: kservev1beta1.InferenceServiceSpec{
+		Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris-1"),
+			Container: corev1.Container{Env: []corev1.EnvVar{{Name: "TEAM", Value: "a"}}}}},
+		Canary: []kservev1beta1.CanarySpec{{TrafficPercent: 20, Predictor: kservev1beta1.CanaryPredictor{Name: "v2",
+			Spec: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris-2")}}}}}}}
+	if err := env.Client.Create(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	rollOut(t, ns, "iris-predictor", "gs://m/iris-1")
+	rollOut(t, ns, "iris-v2-predictor", "gs://m/iris-2")
+	c := deployment(t, ns, "iris-v2-predictor")
+	if server := c.Spec.Template.Spec.Containers[0]; c.Spec.Selector.MatchLabels["app"] != "isvc.iris-v2-predictor" ||
+		!slices.ContainsFunc(server.Env, func(e corev1.EnvVar) bool { return e.Name == "TEAM" && e.Value == "a" }) {
+		t.Errorf("canary Deployment: selector %v, server env %v; want app=isvc.iris-v2-predictor and the predictor's TEAM", c.Spec.Selector.MatchLabels, server.Env)
+	}
+	env.Await(t, ns, "iris-v2-predictor", &corev1.Service{})
+	key := client.ObjectKeyFromObject(isvc)
+	got := condition(t, key, "CanaryPredictorReady", metav1.ConditionTrue, "AllCanariesReady")
+	if cs := got.Status.CanaryStatuses; len(cs) != 1 || cs[0].Name != "v2" || !cs[0].Ready || cs[0].TrafficPercent != 50 {
+		t.Errorf("canaryStatuses %+v, want v2 ready with its share in force (50%%: one ready replica each)", cs)
+	}
+	testenv.Eventually(t, func() error {
+		fresh := &kservev1beta1.InferenceService{}
+		if err := env.Client.Get(ctx, key, fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Canary = nil
+		return env.Client.Update(ctx, fresh)
+	})
+	testenv.Eventually(t, func() error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iris-v2-predictor"}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T iris-v2-predictor still there: %v", o, err)
+			}
+		}
+		return nil
+	})
+	awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		if cs := isvc.Status.CanaryStatuses; len(cs) != 0 || meta.FindStatusCondition(isvc.Status.Conditions, "CanaryPredictorReady") != nil {
+			return fmt.Errorf("canaryStatuses %+v, conditions %+v after the canary went", cs, isvc.Status.Conditions)
+		}
+		return nil
+	})
+	condition(t, key, "Ready", metav1.ConditionTrue, "Ready")
 }
