@@ -17,9 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
-	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/s3server"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -221,28 +219,13 @@ func TestARolloutThatCannotBeScheduledKeepsTheOldVersion(t *testing.T) {
 func TestKServesSampleOnARealCluster(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devcluster.Apply(context.Background(), cluster.Client, "", runtimes); err != nil {
-		t.Fatal(err)
-	}
+	applyKServeRuntimes(t)
 	sample := testenv.KServeManifests(t, "samples/sklearn/v1/sklearn.yaml")[0]
 	sample.SetNamespace(ns)
 	if err := cluster.Client.Create(context.Background(), sample); err != nil {
 		t.Fatal(err)
 	}
-	testenv.EventuallyWithin(t, timeout, func() error {
-		fresh := &kservev1beta1.InferenceService{}
-		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(sample), fresh); err != nil {
-			return err
-		}
-		if c := meta.FindStatusCondition(fresh.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Ready %+v", c)
-		}
-		return nil
-	})
+	awaitKServeCondition(t, client.ObjectKeyFromObject(sample), "Ready", metav1.ConditionTrue)
 	pods := cluster.Pods(t, ns, map[string]string{"app": "isvc.sklearn-iris-predictor"})
 	if len(pods) != 1 || pods[0].Labels["serving.kserve.io/inferenceservice"] != "sklearn-iris" || pods[0].Spec.InitContainers[0].Name != "storage-initializer" {
 		t.Errorf("pods %+v, want one of KServe's labels, its model fetched by storage-initializer", pods)

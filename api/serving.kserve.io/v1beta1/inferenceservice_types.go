@@ -31,8 +31,8 @@ type InferenceServiceSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Transformer *runtime.RawExtension `json:"transformer,omitempty"`
-	// Canary predictors (Standard mode), each to take trafficPercent of the requests, which kiln
-	// does not run yet (the status says so); each names itself with predictor.name.
+	// Canary predictors (Standard mode), each to take trafficPercent of the requests; each names
+	// itself with predictor.name. kiln runs one.
 	// +kubebuilder:validation:MaxItems=10
 	// +optional
 	Canary []CanarySpec `json:"canary,omitempty"`
@@ -256,8 +256,8 @@ type ComponentExtensionSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	TimeoutSeconds *int64 `json:"timeout,omitempty"`
-	// CanaryTrafficPercent is Knative's revision split, which kiln does not run yet (the status
-	// says so).
+	// CanaryTrafficPercent is the share of requests the spec's pods take while the pods rolled
+	// out before keep the rest (Knative's revision split).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +optional
