@@ -46,6 +46,7 @@ keda_version=$(required keda github.com/kedacore/keda/v2)
 jobset_version=$(required jobset sigs.k8s.io/jobset)
 trainer_version=$(required trainer github.com/kubeflow/trainer/v2)
 kserve_version=$(required kserve github.com/kserve/kserve)
+istio_version=$(required istio istio.io/api)
 # The stand-in scaler is kiln's own code: a change to it builds it again.
 httpscaler=httpscaler-$(sha256sum "$here/keda/httpscaler/main.go" | cut -c1-12)
 
@@ -57,12 +58,12 @@ declare -A cold=(
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
 	[scheduler-plugins]=230 [kueue]=250 [keda-crds]=10 [keda]=420
 	[jobset-crds]=10 [jobset]=120 [trainer-runtimes]=10 [trainer]=350
-	[kserve-manifests]=30
+	[kserve-manifests]=30 [istio-crds]=10
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
-	[envtest]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes kserve-manifests"
-	[cluster]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes kserve-manifests kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages jobset"
+	[envtest]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes kserve-manifests istio-crds"
+	[cluster]="etcd kube-apiserver gateway-api-crds keda-crds jobset-crds trainer-runtimes kserve-manifests istio-crds kube-controller-manager kube-scheduler kubectl kwok kwokctl kwok-stages jobset"
 )
 set_pieces[addons]="scheduler-plugins kueue keda"
 set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
@@ -78,6 +79,7 @@ present() { # present PIECE: is it in the cache already?
 	keda) [ -x "$bin/keda-$keda_version/keda-operator" ] && [ -x "$bin/keda-$keda_version/$httpscaler" ] ;;
 	trainer-runtimes) [ -f "$bin/trainer-$trainer_version/runtimes/torch_distributed.yaml" ] ;;
 	trainer) [ -x "$bin/trainer-$trainer_version/trainer-controller-manager" ] ;;
+	istio-crds) [ -f "$bin/crds/istio-$istio_version/istio-crds.yaml" ] ;;
 	kserve-manifests) [ -f "$bin/kserve-$kserve_version/samples/sklearn/v1/sklearn.yaml" ] && [ ! -f "$bin/kserve-$kserve_version/runtimes/kserve-openvino.yaml" ] ;;
 	jobset-crds) [ -f "$bin/crds/jobset-$jobset_version/jobset.x-k8s.io_jobsets.yaml" ] ;;
 	jobset) [ -x "$bin/jobset-$jobset_version/jobset" ] && [ -f "$bin/jobset-$jobset_version/webhooks.yaml" ] ;;
@@ -177,6 +179,12 @@ make_piece() {
 			while read -r f; do cp "$ks/config/runtimes/$f" "$dst/runtimes/"; done
 		(cd "$ks/docs/samples/v1beta1" && find . -name '*.yaml' -exec cp --parents {} "$dst/samples/" \;)
 		chmod -R u+w "$dst" ;;
+	istio-crds) # Istio's CRDs (VirtualService for InferenceService canaries), as its API release ships them
+		local is dst="$bin/crds/istio-$istio_version"
+		is=$(module_dir "$here/istio" istio.io/api)
+		mkdir -p "$dst"
+		cp "$is/kubernetes/customresourcedefinitions.gen.yaml" "$dst/istio-crds.yaml"
+		chmod u+w "$dst/istio-crds.yaml" ;;
 	trainer) # Kubeflow Trainer's controller: the benchmark's baseline for TrainJobs, never part of kiln
 		go_build "$here/trainer" "trainer-$trainer_version/trainer-controller-manager" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;

@@ -201,6 +201,13 @@ func GatewayAPICRDs(t testing.TB) string {
 	return toolCRDs(t, "gateway-api")
 }
 
+// IstioCRDs is the folder of Istio's CRDs (its API release's) hack/tools.sh copied next to the
+// binaries.
+func IstioCRDs(t testing.TB) string {
+	t.Helper()
+	return toolCRDs(t, "istio")
+}
+
 // KEDACRDs is the folder of KEDA's CRDs hack/tools.sh copied next to the binaries.
 func KEDACRDs(t testing.TB) string {
 	t.Helper()

@@ -238,6 +238,9 @@ const (
 	// TrafficHTTPRoute: a weighted Gateway API HTTPRoute splits requests exactly; kiln claims it
 	// only once the route's status shows a parent (a mesh, for a route on a Service) accepted it.
 	TrafficHTTPRoute TrafficMode = "HTTPRoute"
+	// TrafficVirtualService: an Istio VirtualService splits requests exactly; kiln claims it only
+	// once the versions' pods are in the mesh (they run Istio's istio-proxy sidecar).
+	TrafficVirtualService TrafficMode = "VirtualService"
 	// TrafficReplicaSplit: without an accepted route, the stable Service spreads requests over the
 	// ready pods of both versions: the split is their ratio, approximately.
 	TrafficReplicaSplit TrafficMode = "ReplicaSplit"
@@ -246,7 +249,7 @@ const (
 // TrafficStatus is the split in force.
 type TrafficStatus struct {
 	Mode TrafficMode `json:"mode,omitempty"`
-	// StablePercent and CanaryPercent are the route's weights (HTTPRoute), or the share of each
+	// StablePercent and CanaryPercent are the route's weights (HTTPRoute, VirtualService), or the share of each
 	// version among the ready pods the stable Service selects (ReplicaSplit).
 	StablePercent int32 `json:"stablePercent"`
 	CanaryPercent int32 `json:"canaryPercent"`

@@ -249,6 +249,20 @@ func desiredHTTPRoute(e *endpoint) *unstructured.Unstructured {
 	})
 }
 
+// desiredVirtualService splits requests for the address between the versions' Services by
+// weight, for the clients in Istio's mesh: destinations are the versions' own Services, so no
+// DestinationRule subsets are needed.
+func desiredVirtualService(e *endpoint) *unstructured.Unstructured {
+	dest := func(version string, weight int32) any {
+		return map[string]any{"destination": map[string]any{"host": predictorName(e, version) + "." + e.namespace + ".svc.cluster.local",
+			"port": map[string]any{"number": int64(80)}}, "weight": int64(weight)}
+	}
+	return unstructuredOf(e, "networking.istio.io/v1", "VirtualService", e.name, map[string]any{
+		"hosts": []any{serviceHost(e)},
+		"http":  []any{map[string]any{"route": []any{dest(stable, 100-e.canaryPercent), dest(canary, e.canaryPercent)}}},
+	})
+}
+
 // desiredScaledObject lets KEDA scale the stable Deployment from zero on the requests the HTTP
 // add-on's interceptor counts for the InterceptorRoute (its scaler, an external-push trigger).
 func desiredScaledObject(e *endpoint, max int32, scaler string) *unstructured.Unstructured {
@@ -305,7 +319,7 @@ func desiredStableService(e *endpoint, sc scaling, interceptor string) *corev1.S
 		version = stable // it is the stable version's own Service too, which the ServiceMonitor scrapes
 	}
 	selects := sc.serves
-	if version == stable && sc.mode == servingv1alpha1.TrafficHTTPRoute {
+	if version == stable && (sc.mode == servingv1alpha1.TrafficHTTPRoute || sc.mode == servingv1alpha1.TrafficVirtualService) {
 		selects = stable // the route's stable backend: the stable pods alone
 	}
 	svc := desiredService(e, e.address, version, selects)

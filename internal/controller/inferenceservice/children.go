@@ -35,6 +35,13 @@ func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
 			&appsv1.Deployment{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)},
 			&corev1.Service{ObjectMeta: objectMeta(e, predictorName(e, canary), canary)})
 	}
+	if have.istio {
+		if e.canary != nil && sc.mode != servingv1alpha1.TrafficHTTPRoute {
+			p.want = append(p.want, desiredVirtualService(e))
+		} else {
+			p.drop = append(p.drop, optional(e, virtualServiceGVK, e.name))
+		}
+	}
 	for _, name := range e.retired {
 		if name == predictorName(e, canary) { // the canary the spec has, or dropped above
 			continue
@@ -93,8 +100,20 @@ func Children(isvc *servingv1alpha1.InferenceService, opts Options) []client.Obj
 	var out []client.Object
 	opts = opts.withDefaults()
 	e := fromKiln(isvc, opts.FetchImage)
-	for _, have := range []apis{{}, {gateway: true, keda: true, httpAddOn: true, monitoring: true}} {
-		out = append(out, desired(&e, decide(&e, have, have.gateway), have, opts).want...)
+	for _, have := range []apis{{}, {gateway: true, keda: true, httpAddOn: true, monitoring: true}, {istio: true}} {
+		out = append(out, desired(&e, decide(&e, have, exactOn(have)), have, opts).want...)
 	}
 	return out
+}
+
+// exactOn is what splits a canary exactly on a cluster that serves the optional APIs have says,
+// its route accepted or its pods in the mesh.
+func exactOn(have apis) servingv1alpha1.TrafficMode {
+	switch {
+	case have.gateway:
+		return servingv1alpha1.TrafficHTTPRoute
+	case have.istio:
+		return servingv1alpha1.TrafficVirtualService
+	}
+	return ""
 }

@@ -41,33 +41,36 @@ func TestDecide(t *testing.T) {
 		name                     string
 		isvc                     *servingv1alpha1.InferenceService
 		have                     apis
-		accepted                 bool
+		exact                    servingv1alpha1.TrafficMode
 		stable, canary           versionScale
 		keda, noZero, zeroPaused bool
 		mode                     servingv1alpha1.TrafficMode
 		serves                   string
 	}{
-		{"defaults: one replica", isvc(nil, nil, -1), apis{}, false, fixed(1), versionScale{}, false, false, false, "", ""},
-		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, false, hpa(2, 5), versionScale{}, false, false, false, "", ""},
-		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, false, fixed(1), versionScale{}, false, true, false, "", ""},
-		{"min 0 with KEDA alone: one replica", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, false, fixed(1), versionScale{}, false, true, false, "", ""},
-		{"min 0 with KEDA and its HTTP add-on", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true, httpAddOn: true}, false, versionScale{}, versionScale{}, true, false, false, "", ""},
-		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, false, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
-		{"canary 20% of 1: one of each", isvc(nil, nil, 20), apis{}, false, fixed(1), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"defaults: one replica", isvc(nil, nil, -1), apis{}, "", fixed(1), versionScale{}, false, false, false, "", ""},
+		{"min 2 max 5: HPA", isvc(ptr.To[int32](2), ptr.To[int32](5), -1), apis{}, "", hpa(2, 5), versionScale{}, false, false, false, "", ""},
+		{"min 0 without KEDA: one replica", isvc(ptr.To[int32](0), nil, -1), apis{}, "", fixed(1), versionScale{}, false, true, false, "", ""},
+		{"min 0 with KEDA alone: one replica", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true}, "", fixed(1), versionScale{}, false, true, false, "", ""},
+		{"min 0 with KEDA and its HTTP add-on", isvc(ptr.To[int32](0), ptr.To[int32](3), -1), apis{keda: true, httpAddOn: true}, "", versionScale{}, versionScale{}, true, false, false, "", ""},
+		{"canary 20% of 5 by replicas", isvc(ptr.To[int32](5), nil, 20), apis{}, "", fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20% of 1: one of each", isvc(nil, nil, 20), apis{}, "", fixed(1), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
 		// Capacity: an autoscaled service keeps autoscaling, each version within its share.
-		{"canary 20% of HPA 2..8", isvc(ptr.To[int32](2), ptr.To[int32](8), 20), apis{}, false, hpa(2, 7), hpa(1, 2), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20% of HPA 2..8", isvc(ptr.To[int32](2), ptr.To[int32](8), 20), apis{}, "", hpa(2, 7), hpa(1, 2), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
 		// A version in the spec keeps a replica; at 0 and 100 percent the stable Service selects only
 		// the version that takes the traffic.
-		{"canary 0%", isvc(ptr.To[int32](3), nil, 0), apis{}, false, fixed(3), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, stable},
-		{"canary 100%", isvc(ptr.To[int32](3), nil, 100), apis{}, false, fixed(1), fixed(3), false, false, false, servingv1alpha1.TrafficReplicaSplit, canary},
+		{"canary 0%", isvc(ptr.To[int32](3), nil, 0), apis{}, "", fixed(3), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, stable},
+		{"canary 100%", isvc(ptr.To[int32](3), nil, 100), apis{}, "", fixed(1), fixed(3), false, false, false, servingv1alpha1.TrafficReplicaSplit, canary},
 		// Gateway API installed is not enough: a parent must have accepted the route.
-		{"canary 20%, route not accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, false, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
-		{"canary 20%, route accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, true, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficHTTPRoute, ""},
-		{"canary with min 0: scale to zero paused", isvc(ptr.To[int32](0), ptr.To[int32](4), 50), apis{keda: true}, false, hpa(1, 2), hpa(1, 2), false, false, true, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20%, route not accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, "", fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20%, route accepted", isvc(ptr.To[int32](5), nil, 20), apis{gateway: true}, servingv1alpha1.TrafficHTTPRoute, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficHTTPRoute, ""},
+		// Istio's API installed is not enough either: the pods must be in the mesh.
+		{"canary 20%, pods outside Istio's mesh", isvc(ptr.To[int32](5), nil, 20), apis{istio: true}, "", fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficReplicaSplit, ""},
+		{"canary 20%, pods in Istio's mesh", isvc(ptr.To[int32](5), nil, 20), apis{istio: true}, servingv1alpha1.TrafficVirtualService, fixed(4), fixed(1), false, false, false, servingv1alpha1.TrafficVirtualService, ""},
+		{"canary with min 0: scale to zero paused", isvc(ptr.To[int32](0), ptr.To[int32](4), 50), apis{keda: true}, "", hpa(1, 2), hpa(1, 2), false, false, true, servingv1alpha1.TrafficReplicaSplit, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := decide(endpointOf(tc.isvc), tc.have, tc.accepted)
+			sc := decide(endpointOf(tc.isvc), tc.have, tc.exact)
 			for _, v := range []struct {
 				name      string
 				got, want versionScale

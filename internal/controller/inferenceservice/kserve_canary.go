@@ -123,10 +123,14 @@ func kserveRevisions(isvc *kservev1beta1.InferenceService, st *kservev1beta1.Inf
 	}
 	s, cp, exact := split(seen.sc, e.canaryPercent, seen.stable, seen.canary)
 	canaryOK, _, canaryMsg = versionReady(seen.canary, false, "")
-	how := fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: a Gateway API mesh that accepts kiln's HTTPRoute %s would split them %d%% to %d%% exactly",
+	how := fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: a Gateway API mesh that accepts kiln's HTTPRoute %s, or Istio's sidecars in the pods, would split them %d%% to %d%% exactly",
 		s, cp, e.name, 100-e.canaryPercent, e.canaryPercent)
+	if seen.sc.meshPending {
+		how = fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: Istio's VirtualService %s splits them %d%% to %d%% exactly once the pods run Istio's sidecar (label the namespace istio-injection=enabled)",
+			s, cp, e.name, 100-e.canaryPercent, e.canaryPercent)
+	}
 	if exact {
-		how = fmt.Sprintf("requests split %d%% to %d%% by HTTPRoute %s", s, cp, e.name)
+		how = fmt.Sprintf("requests split %d%% to %d%% by %s %s", s, cp, seen.sc.mode, e.name)
 	}
 	if canaryOK {
 		set(kservev1beta1.ConditionCanaryPredictorReady, true, "AllCanariesReady", predictorName(e, canary)+" is ready; "+how)
@@ -155,10 +159,10 @@ func kserveRevisions(isvc *kservev1beta1.InferenceService, st *kservev1beta1.Inf
 }
 
 // split is the share of requests each version takes: the route's weights once a parent accepted
-// it (exact), else each version's share of the ready pods the stable Service selects (0 and 0
+// it, or the VirtualService's once the pods are in Istio's mesh (exact), else each version's share of the ready pods the stable Service selects (0 and 0
 // while none is ready).
 func split(sc scaling, pct int32, stableDep, canaryDep *appsv1.Deployment) (stablePct, canaryPct int32, exact bool) {
-	if sc.mode == servingv1alpha1.TrafficHTTPRoute {
+	if sc.mode == servingv1alpha1.TrafficHTTPRoute || sc.mode == servingv1alpha1.TrafficVirtualService {
 		return 100 - pct, pct, true
 	}
 	var s, c int32

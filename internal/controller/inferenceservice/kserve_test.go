@@ -54,7 +54,7 @@ func kservePlanOn(t *testing.T, doc string, have apis) plan {
 		t.Fatal(err)
 	}
 	e := fromKServe(&isvc, p, "kiln")
-	return desired(&e, decide(&e, have, false), have, Options{}.withDefaults())
+	return desired(&e, decide(&e, have, ""), have, Options{}.withDefaults())
 }
 
 func find[T client.Object](objs []client.Object, name string) T {
@@ -244,7 +244,7 @@ spec:
 		t.Fatal(err)
 	}
 	have := apis{gateway: true}
-	plan := desired(&e, decide(&e, have, true), have, Options{}.withDefaults())
+	plan := desired(&e, decide(&e, have, servingv1alpha1.TrafficHTTPRoute), have, Options{}.withDefaults())
 	c := find[*appsv1.Deployment](plan.want, "x-v2-predictor")
 	if c == nil || c.Spec.Selector.MatchLabels["app"] != "isvc.x-v2-predictor" || c.Spec.Template.Annotations[modelURIAnnotation] != "gs://m/v2" {
 		t.Fatalf("canary Deployment %+v, want x-v2-predictor serving gs://m/v2", c)

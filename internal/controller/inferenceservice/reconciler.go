@@ -55,6 +55,7 @@ import (
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=http.keda.sh,resources=interceptorroutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
 // FieldManager owns every field kiln applies.
@@ -196,11 +197,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if why != nil || e.stopped { // nothing may run: what was made goes, the status says why
 		return reconcile.Result{}, r.clear(ctx, parent, e, have, observed{refused: why, stopped: e.stopped, now: metav1.NewTime(r.clock.Now())})
 	}
-	accepted, err := r.routeAccepted(ctx, e, have)
+	exact, err := r.exactSplit(ctx, e, have)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	sc := decide(e, have, accepted)
+	sc := decide(e, have, exact)
 	wakes := false
 	if sc.keda {
 		if wakes, err = r.interceptorRouteReady(ctx, e); err != nil {
@@ -323,7 +324,7 @@ func (kilnAPI) status(obj client.Object, e *endpoint, seen observed) (any, trans
 // clear deletes everything the endpoint could have made (of what the parent controls: its names
 // are enough) and writes the status of what was seen.
 func (r *Reconciler) clear(ctx context.Context, parent client.Object, e *endpoint, have apis, seen observed) error {
-	p := desired(e, decide(e, have, false), have, r.opts)
+	p := desired(e, decide(e, have, ""), have, r.opts)
 	for _, o := range append(p.want, p.drop...) {
 		if err := r.kit.Delete(ctx, parent, o); err != nil {
 			return err
@@ -568,6 +569,43 @@ func (r *Reconciler) interceptorRouteReady(ctx context.Context, e *endpoint) (bo
 	return conditionTrue(conds, "Ready"), nil
 }
 
+// exactSplit is what splits a canary's requests exactly, if anything does: the HTTPRoute, once a
+// parent accepted it; else Istio's VirtualService, once the versions' pods are in the mesh.
+func (r *Reconciler) exactSplit(ctx context.Context, e *endpoint, have apis) (servingv1alpha1.TrafficMode, error) {
+	if e.canary == nil {
+		return "", nil
+	}
+	if ok, err := r.routeAccepted(ctx, e, have); ok || err != nil {
+		return servingv1alpha1.TrafficHTTPRoute, err
+	}
+	if !have.istio {
+		return "", nil
+	}
+	var pods corev1.PodList
+	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingLabels(selector(e, ""))); err != nil {
+		return "", err
+	}
+	if !inMesh(pods.Items) {
+		return "", nil
+	}
+	return servingv1alpha1.TrafficVirtualService, nil
+}
+
+// istioProxy is the sidecar Istio injects into a pod of the mesh (a container, or an init
+// container that keeps running).
+const istioProxy = "istio-proxy"
+
+// inMesh: there are pods, and every one of them runs Istio's sidecar (as their status shows).
+func inMesh(pods []corev1.Pod) bool {
+	for _, p := range pods {
+		isProxy := func(s corev1.ContainerStatus) bool { return s.Name == istioProxy }
+		if !slices.ContainsFunc(p.Status.ContainerStatuses, isProxy) && !slices.ContainsFunc(p.Status.InitContainerStatuses, isProxy) {
+			return false
+		}
+	}
+	return len(pods) > 0
+}
+
 // routeAccepted says whether a parent (a mesh or gateway) accepted the InferenceService's
 // HTTPRoute, as the route's status shows: only then does the route split anything.
 func (r *Reconciler) routeAccepted(ctx context.Context, e *endpoint, have apis) (bool, error) {
@@ -624,5 +662,6 @@ func (r *Reconciler) installed(ctx context.Context) apis {
 		keda:       has("scaledobjects.keda.sh"),
 		httpAddOn:  has("interceptorroutes.http.keda.sh"),
 		monitoring: has("servicemonitors.monitoring.coreos.com") && has("prometheusrules.monitoring.coreos.com"),
+		istio:      has("virtualservices.networking.istio.io"),
 	}
 }

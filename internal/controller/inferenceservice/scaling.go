@@ -12,6 +12,8 @@ type apis struct {
 	// httpAddOn: KEDA's HTTP add-on (its InterceptorRoute API), which holds requests while a
 	// service scaled to zero starts.
 	httpAddOn bool
+	// istio: Istio's VirtualService API.
+	istio bool
 }
 
 // versionScale is how one version's replicas are decided: a fixed count, or an HPA between
@@ -36,15 +38,18 @@ type scaling struct {
 	zeroPaused bool
 	// mode is how the canary's share is enforced ("" without a canary).
 	mode servingv1alpha1.TrafficMode
+	// meshPending: Istio's API is installed, but the pods are not in the mesh (yet), so the
+	// VirtualService splits nothing.
+	meshPending bool
 	// serves is the version the stable Service selects: "" every version (replica split), or the
 	// only one that takes traffic when the split is 0 or 100 percent.
 	serves string
 }
 
 // decide turns the spec into each version's scaling and the traffic mode, given the installed
-// APIs and whether a parent accepted the HTTPRoute (a route no mesh or gateway enforces splits
-// nothing).
-func decide(e *endpoint, have apis, routeAccepted bool) scaling {
+// APIs and what enforces the split exactly ("" when nothing does: a route no mesh or gateway
+// accepted, or a VirtualService for pods outside the mesh, splits nothing).
+func decide(e *endpoint, have apis, exact servingv1alpha1.TrafficMode) scaling {
 	lo := int32(1)
 	if e.minReplicas != nil {
 		lo = *e.minReplicas
@@ -73,10 +78,11 @@ func decide(e *endpoint, have apis, routeAccepted bool) scaling {
 	pct := e.canaryPercent
 	sc.stable, sc.canary = share(lo, hi, 100-pct), share(lo, hi, pct)
 	sc.mode = servingv1alpha1.TrafficReplicaSplit
-	if have.gateway && routeAccepted {
-		sc.mode = servingv1alpha1.TrafficHTTPRoute
+	if exact != "" {
+		sc.mode = exact
 		return sc
 	}
+	sc.meshPending = have.istio
 	switch pct {
 	case 0:
 		sc.serves = stable

@@ -31,6 +31,7 @@ var (
 	serviceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
 	prometheusRuleGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}
 	interceptorGVK    = schema.GroupVersionKind{Group: "http.keda.sh", Version: "v1beta1", Kind: "InterceptorRoute"}
+	virtualServiceGVK = schema.GroupVersionKind{Group: "networking.istio.io", Version: "v1", Kind: "VirtualService"}
 
 	optionalKinds = map[string]schema.GroupVersionKind{
 		"httproutes.gateway.networking.k8s.io":  httpRouteGVK,
@@ -38,6 +39,7 @@ var (
 		"servicemonitors.monitoring.coreos.com": serviceMonitorGVK,
 		"prometheusrules.monitoring.coreos.com": prometheusRuleGVK,
 		"interceptorroutes.http.keda.sh":        interceptorGVK,
+		"virtualservices.networking.istio.io":   virtualServiceGVK,
 	}
 )
 
@@ -112,7 +114,8 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache, k 
 // sync watches the optional kinds the cluster serves and stops watching those it no longer does.
 func (w *watches) sync(ctx context.Context, have apis) error {
 	served := map[schema.GroupVersionKind]bool{httpRouteGVK: have.gateway, scaledObjectGVK: have.keda,
-		serviceMonitorGVK: have.monitoring, prometheusRuleGVK: have.monitoring, interceptorGVK: have.httpAddOn}
+		serviceMonitorGVK: have.monitoring, prometheusRuleGVK: have.monitoring, interceptorGVK: have.httpAddOn,
+		virtualServiceGVK: have.istio}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for gvk, on := range served {

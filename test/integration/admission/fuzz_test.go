@@ -261,7 +261,7 @@ func FuzzAcceptedInferenceServicesMakeValidChildren(f *testing.F) {
 		servingv1alpha1.FrameworkHuggingFace, servingv1alpha1.FrameworkVLLM, servingv1alpha1.FrameworkCustom}
 	ready(f)
 	crds := filepath.Join(testenv.RepoRoot(), "test", "testdata", "crds")
-	env.InstallCRDs(f, testenv.GatewayAPICRDs(f), filepath.Join(testenv.KEDACRDs(f), "keda.sh_scaledobjects.yaml"),
+	env.InstallCRDs(f, testenv.GatewayAPICRDs(f), testenv.IstioCRDs(f), filepath.Join(testenv.KEDACRDs(f), "keda.sh_scaledobjects.yaml"),
 		filepath.Join(crds, "http.keda.sh_interceptorroutes.yaml"),
 		filepath.Join(crds, "monitoring.coreos.com_servicemonitors.yaml"), filepath.Join(crds, "monitoring.coreos.com_prometheusrules.yaml"))
 	ns := env.Namespace(f)

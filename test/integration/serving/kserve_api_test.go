@@ -595,10 +595,15 @@ func TestKServesNamedCanaryRunsBesideThePredictor(t *testing.T) {
 	}
 	env.Await(t, ns, "iris-v2-predictor", &corev1.Service{})
 	key := client.ObjectKeyFromObject(isvc)
-	got := condition(t, key, "CanaryPredictorReady", metav1.ConditionTrue, "AllCanariesReady")
-	if cs := got.Status.CanaryStatuses; len(cs) != 1 || cs[0].Name != "v2" || !cs[0].Ready || cs[0].TrafficPercent != 50 {
-		t.Errorf("canaryStatuses %+v, want v2 ready with its share in force (50%%: one ready replica each)", cs)
-	}
+	condition(t, key, "CanaryPredictorReady", metav1.ConditionTrue, "AllCanariesReady")
+	// A status written while the reconcile saw the canary ready but not yet the predictor says
+	// 100%: the next one says 50%.
+	awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		if cs := isvc.Status.CanaryStatuses; len(cs) != 1 || cs[0].Name != "v2" || !cs[0].Ready || cs[0].TrafficPercent != 50 {
+			return fmt.Errorf("canaryStatuses %+v, want v2 ready with its share in force (50%%: one ready replica each)", cs)
+		}
+		return nil
+	})
 	testenv.Eventually(t, func() error {
 		fresh := &kservev1beta1.InferenceService{}
 		if err := env.Client.Get(ctx, key, fresh); err != nil {

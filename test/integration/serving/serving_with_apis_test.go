@@ -264,3 +264,67 @@ func TestCanaryByHTTPRouteWithGatewayAPI(t *testing.T) {
 	gone(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
 		"metadata": map[string]any{"namespace": ns, "name": "routed"}}})
 }
+
+// With Istio's API (its real CRDs) and no accepted HTTPRoute, a canary gets a VirtualService that
+// splits the address between the versions' Services by weight; the status claims the split only
+// once the pods run Istio's sidecar, as the mesh's injection makes them.
+func TestCanaryByVirtualServiceWithIstio(t *testing.T) {
+	env.InstallCRDs(t, testenv.IstioCRDs(t))
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "meshed", func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MinReplicas = ptr.To[int32](5)
+		s.Traffic = &servingv1alpha1.Traffic{CanaryVersion: "s3://models/iris/v2", CanaryPercent: 20}
+	}))
+	makeReady(t, deployment(t, ns, "meshed-predictor"))
+	makeReady(t, deployment(t, ns, "meshed-predictor-canary"))
+	vs := &unstructured.Unstructured{}
+	vs.SetAPIVersion("networking.istio.io/v1")
+	vs.SetKind("VirtualService")
+	weights := func() string {
+		t.Helper()
+		env.Await(t, ns, "meshed", vs)
+		hosts, _, _ := unstructured.NestedStringSlice(vs.Object, "spec", "hosts")
+		http, _, _ := unstructured.NestedSlice(vs.Object, "spec", "http")
+		var out []string
+		for _, r := range http[0].(map[string]any)["route"].([]any) {
+			r := r.(map[string]any)
+			out = append(out, fmt.Sprintf("%v=%v", r["destination"].(map[string]any)["host"], r["weight"]))
+		}
+		return strings.Join(hosts, ",") + " -> " + strings.Join(out, " ")
+	}
+	host := func(s string) string { return s + "." + ns + ".svc.cluster.local" }
+	if got, want := weights(), host("meshed")+" -> "+host("meshed-predictor")+"=80 "+host("meshed-predictor-canary")+"=20"; got != want {
+		t.Errorf("VirtualService %s, want %s", got, want)
+	}
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficReplicaSplit || !tr.Approximate {
+			return fmt.Errorf("traffic %+v, want ReplicaSplit while the pods are outside the mesh", tr)
+		}
+		return nil
+	})
+	// The pods as Istio's injection makes them: a sidecar beside the server.
+	for n, version := range []string{"stable", "stable", "stable", "stable", "canary"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("meshed-%d", n), Namespace: ns,
+			Labels: map[string]string{"serving.kiln.dev/inferenceservice": "meshed", "serving.kiln.dev/version": version}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "predictor", Image: "i"}, {Name: "istio-proxy", Image: "proxy"}}}}
+		if err := env.Client.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "predictor", Ready: true}, {Name: "istio-proxy", Ready: true}}
+		if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.Traffic.CanaryPercent = 30 })
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if tr := i.Status.Traffic; tr == nil || tr.Mode != servingv1alpha1.TrafficVirtualService || tr.Approximate || tr.StablePercent != 70 || tr.CanaryPercent != 30 {
+			return fmt.Errorf("traffic %+v, want VirtualService 70/30", tr)
+		}
+		return nil
+	})
+	if got := weights(); !strings.HasSuffix(got, "=70 "+host("meshed-predictor-canary")+"=30") {
+		t.Errorf("VirtualService %s, want 70/30", got)
+	}
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.Traffic = nil })
+	gone(t, vs)
+}
