@@ -20,19 +20,6 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// applyKServeRuntimes applies kiln's KServe runtimes (config/kserve/runtimes.yaml), as an
-// install does.
-func applyKServeRuntimes(t *testing.T) {
-	t.Helper()
-	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devcluster.Apply(context.Background(), cluster.Client, "", runtimes); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // awaitKServe waits until KServe's InferenceService key passes check, and returns it.
 func awaitKServe(t *testing.T, key client.ObjectKey, check func(*kservev1beta1.InferenceService) error) *kservev1beta1.InferenceService {
 	t.Helper()
@@ -76,7 +63,7 @@ func trafficOf(isvc *kservev1beta1.InferenceService) string {
 func TestKServesRolloutOnARealCluster(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	applyKServeRuntimes(t)
+	testenv.ApplyKServeRuntimes(t, cluster.Client)
 	apply := func(sub string) client.ObjectKey {
 		t.Helper()
 		objs := testenv.KServeManifests(t, sub)
@@ -135,7 +122,7 @@ func TestKServesRolloutOnARealCluster(t *testing.T) {
 func TestKServeModelFormsOnARealCluster(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	applyKServeRuntimes(t)
+	testenv.ApplyKServeRuntimes(t, cluster.Client)
 	objs, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "test", "e2e", "testdata", "kserve-models.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -219,7 +219,7 @@ func TestARolloutThatCannotBeScheduledKeepsTheOldVersion(t *testing.T) {
 func TestKServesSampleOnARealCluster(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t)
-	applyKServeRuntimes(t)
+	testenv.ApplyKServeRuntimes(t, cluster.Client)
 	sample := testenv.KServeManifests(t, "samples/sklearn/v1/sklearn.yaml")[0]
 	sample.SetNamespace(ns)
 	if err := cluster.Client.Create(context.Background(), sample); err != nil {

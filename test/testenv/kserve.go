@@ -1,12 +1,14 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kiln-ml/kiln/internal/devcluster"
 )
@@ -45,4 +47,17 @@ func KServeManifests(t testing.TB, sub string) []*unstructured.Unstructured {
 		objs = append(objs, o...)
 	}
 	return objs
+}
+
+// ApplyKServeRuntimes applies kiln's KServe runtimes (config/kserve/runtimes.yaml) with c, as an
+// install does.
+func ApplyKServeRuntimes(t testing.TB, c client.Client) {
+	t.Helper()
+	runtimes, err := devcluster.ReadObjects(filepath.Join(RepoRoot(), "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.Apply(context.Background(), c, "", runtimes); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -244,13 +244,7 @@ func TestKilnsRuntimesAreKServesWithPinnedImages(t *testing.T) {
 // installKilnRuntimes applies the ClusterServingRuntimes kiln ships (again is harmless).
 func installKilnRuntimes(t *testing.T) {
 	t.Helper()
-	objs, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devcluster.Apply(context.Background(), env.Client, "", objs); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ApplyKServeRuntimes(t, env.Client)
 }
 
 // kserveSample is KServe's sample of sub (one InferenceService) in namespace ns.
