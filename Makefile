@@ -46,7 +46,9 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC and webhook configurations fro
 	cp config/rbac/edit_role.yaml config/rbac/view_role.yaml config/rbac/metrics_reader_role.yaml charts/kiln/files/; \
 	cp config/components/mpi-kubectl-exec/rbac.yaml charts/kiln/files/mpi-kubectl-exec-role.yaml; \
 	cp config/webhook/manifests.yaml charts/kiln/files/webhooks.yaml; \
-	cp config/runtimes/runtimes.yaml charts/kiln/files/runtimes.yaml
+	cp config/runtimes/runtimes.yaml charts/kiln/files/runtimes.yaml; \
+	cat config/crd/kserve/serving.kserve.io_*.yaml > charts/kiln/files/kserve-crds.yaml; \
+	cp config/kserve/runtimes.yaml charts/kiln/files/kserve-runtimes.yaml
 
 verify: ## Regenerate and fail when generated files were stale or untracked, or code is not gofmt'ed.
 	@bash hack/verify.sh

@@ -26,3 +26,20 @@ func TestAFrameworkOfABuiltInKindStopsTheStart(t *testing.T) {
 		t.Fatalf("got %v, want the start refused naming the second TFJob framework", err)
 	}
 }
+
+// --kserve adds KServe's InferenceService to the kinds served: all by default, or those --kinds
+// names.
+func TestKServeAddsKServesKind(t *testing.T) {
+	for _, kinds := range [][]string{nil, {"pytorchjob"}} {
+		fws, own, err := enabled(Options{Kinds: kinds, KServe: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !own[kserveInferenceServiceKind] || (kinds == nil && (!own[inferenceServiceKind] || len(fws) < 6)) || (kinds != nil && (own[inferenceServiceKind] || len(fws) != 1)) {
+			t.Errorf("--kinds=%v --kserve: frameworks %d, own kinds %v", kinds, len(fws), own)
+		}
+	}
+	if _, own, _ := enabled(Options{}); own[kserveInferenceServiceKind] {
+		t.Errorf("KServe's kind served without --kserve")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -67,7 +68,9 @@ type Options struct {
 	// Namespaces limits what kiln watches; empty means all namespaces.
 	Namespaces []string
 	// Kinds lists the enabled job kinds, lowercase (tfjob, pytorchjob, xgboostjob, jaxjob, …); empty: all.
-	Kinds   []string
+	Kinds []string
+	// KServe serves KServe's InferenceService (kserve-inferenceservice) beside Kinds.
+	KServe  bool
 	Workers int
 	Engine  replicajob.Options
 	// GangSchedulerName chooses gang scheduling (Kubeflow's --gang-scheduler-name): "" uses the
@@ -354,6 +357,9 @@ func enabled(o Options) ([]framework.Framework, map[string]bool, error) {
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = defaultKinds(all)
+	}
+	if o.KServe {
+		kinds = append(slices.Clone(kinds), kserveInferenceServiceKind)
 	}
 	var out []framework.Framework
 	own := map[string]bool{}

@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kiln-ml/kiln/internal/devcluster"
@@ -509,4 +511,87 @@ func TestDefaultInstallRefusesAnAnonymousScrape(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// KServe's API is installed on request alone: by config/components/kserve over config/default,
+// and by the chart's kserve.enabled; either adds kiln's three serving.kserve.io CRDs, KServe's
+// runtimes and --kserve, and applies (the runtimes validated by the CRDs).
+func TestKServesAPIInstallsOnRequest(t *testing.T) {
+	root := testenv.RepoRoot()
+	overlay := t.TempDir()
+	rel := func(dir ...string) string { // kustomize takes relative paths alone
+		p, err := filepath.Rel(overlay, filepath.Join(append([]string{root}, dir...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources: ["+rel("config", "default")+
+		"]\ncomponents: ["+rel("config", "components", "kserve")+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := res.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromKustomize, err := release.Objects(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := release.LoadChart(filepath.Join(root, "charts", "kiln"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromChart, err := release.RenderChart(ch, "kiln-kserve", map[string]any{"kserve": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := release.RenderChart(ch, "kiln-kserve", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimes, err := devcluster.ReadObjects(filepath.Join(root, "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(objs []*unstructured.Unstructured) (crds, csrs int) {
+		for _, o := range objs {
+			switch {
+			case o.GetKind() == "CustomResourceDefinition" && strings.HasSuffix(o.GetName(), ".serving.kserve.io"):
+				crds++
+			case o.GetKind() == "ClusterServingRuntime":
+				csrs++
+			}
+		}
+		return crds, csrs
+	}
+	for name, objs := range map[string][]*unstructured.Unstructured{"config/components/kserve": fromKustomize, "the chart's kserve.enabled": fromChart} {
+		if crds, csrs := count(objs); crds != 3 || csrs != len(runtimes) {
+			t.Errorf("%s: %d serving.kserve.io CRDs and %d ClusterServingRuntimes, want 3 and %d", name, crds, csrs, len(runtimes))
+		}
+		if args := toStrings(managerContainer(t, objs)["args"]); !slices.Contains(args, "--kserve") {
+			t.Errorf("%s: manager args %v lack --kserve", name, args)
+		}
+	}
+	if crds, csrs := count(defaults); crds != 0 || csrs != 0 || slices.Contains(toStrings(managerContainer(t, defaults)["args"]), "--kserve") {
+		t.Errorf("the chart's defaults install KServe's API: %d CRDs, %d runtimes", crds, csrs)
+	}
+	// Templated runtime arguments reach the cluster unchanged: KServe fills them, not Helm.
+	if !strings.Contains(fmt.Sprint(find(fromChart, "ClusterServingRuntime", "kserve-sklearnserver").Object), "--model_name={{.Name}}") {
+		t.Error("the chart's kserve-sklearnserver lost its {{.Name}} argument")
+	}
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range fromKustomize {
+		if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
+			crds = append(crds, o)
+		} else if o.GetKind() == "ClusterServingRuntime" {
+			rest = append(rest, o)
+		}
+	}
+	apply(t, crds)
+	apply(t, rest)
 }
