@@ -31,3 +31,20 @@ func TestACanaryPredictorIsReadAndWrittenWhole(t *testing.T) {
 		t.Errorf("DeepCopy shares the canary's predictor")
 	}
 }
+
+// A field a predictor does not have is kept as written by the open schema, and named.
+func TestACanaryPredictorsUnknownFieldIsNamed(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"predictor":{"name":"v2","sklearn":{"storageUrl":"gs://m/v2"}},"trafficPercent":10}`:        "storageUrl",
+		`{"predictor":{"name":"v2","minReplica":2},"trafficPercent":10}`:                              "minReplica",
+		`{"predictor":{"name":"v2","minReplicas":2,"containers":[{"name":"c"}]},"trafficPercent":10}`: "",
+	} {
+		var c CanarySpec
+		if err := json.Unmarshal([]byte(in), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Predictor.Unknown != want {
+			t.Errorf("%s: unknown field %q, want %q", in, c.Predictor.Unknown, want)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package v1beta1
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -59,14 +62,22 @@ type CanaryPredictor struct {
 	Name string `json:"name"`
 	// Spec is the whole predictor, name included.
 	Spec PredictorSpec `json:"-"`
+	// Unknown, when set, is a field as written that a predictor does not have (the open schema
+	// keeps it): the controller refuses the canary, naming it.
+	Unknown string `json:"-"`
 }
 
-// UnmarshalJSON reads the whole predictor.
+// UnmarshalJSON reads the whole predictor, and the first field written that it does not know.
 func (c *CanaryPredictor) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &c.Spec); err != nil {
 		return err
 	}
-	c.Name = c.Spec.Name
+	c.Name, c.Unknown = c.Spec.Name, ""
+	strict := json.NewDecoder(bytes.NewReader(b))
+	strict.DisallowUnknownFields()
+	if field, ok := strings.CutPrefix(fmt.Sprint(strict.Decode(&PredictorSpec{})), "json: unknown field "); ok {
+		c.Unknown = strings.Trim(field, `"`)
+	}
 	return nil
 }
 

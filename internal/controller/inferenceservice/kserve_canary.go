@@ -41,6 +41,10 @@ func (k kserveAPI) withCanary(ctx context.Context, isvc *kservev1beta1.Inference
 	if len(isvc.Spec.Canary) == 1 {
 		c := isvc.Spec.Canary[0]
 		at := "spec.canary[0].predictor"
+		if c.Predictor.Unknown != "" {
+			return &refused{string(kservev1beta1.InvalidPredictorSpec), fmt.Sprintf(
+				"%s: unknown field %q: a canary's predictor has the fields of spec.predictor", at, c.Predictor.Unknown)}
+		}
 		spec, err := kserve.CanaryPredictor(isvc.Spec.Predictor, c.Predictor)
 		if err != nil {
 			return &refused{string(kservev1beta1.InvalidPredictorSpec), at + ": " + err.Error()}

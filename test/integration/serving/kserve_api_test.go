@@ -462,6 +462,17 @@ func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 	if c := meta.FindStatusCondition(condition(t, client.ObjectKeyFromObject(two), "Ready", metav1.ConditionFalse, "InvalidPredictorSpec").Status.Conditions, "Ready"); !strings.Contains(c.Message, "spec.canary has 2 canaries") {
 		t.Errorf("Ready message %q, want the canaries counted", c.Message)
 	}
+	// A canary's field a predictor does not have: the open schema keeps it, kiln names it.
+	typo := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+		"metadata": map[string]any{"name": "typo", "namespace": ns},
+		"spec": map[string]any{"predictor": map[string]any{"sklearn": map[string]any{"storageUri": "gs://m/iris"}},
+			"canary": []any{map[string]any{"trafficPercent": int64(10), "predictor": map[string]any{"name": "v2", "sklearn": map[string]any{"storageUrl": "gs://m/v2"}}}}}}}
+	if err := env.Client.Create(ctx, typo); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(condition(t, client.ObjectKeyFromObject(typo), "Ready", metav1.ConditionFalse, "InvalidPredictorSpec").Status.Conditions, "Ready"); !strings.Contains(c.Message, `spec.canary[0].predictor: unknown field "storageUrl"`) {
+		t.Errorf("Ready message %q, want the unknown field named", c.Message)
+	}
 }
 
 // setSpec replaces the spec of KServe's InferenceService key with sample's (as kubectl apply of
