@@ -99,6 +99,8 @@ func runManager(args []string) error {
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease; default the manager's own")
 	fs.StringVar(&namespaces, "namespaces", os.Getenv("KUBEFLOW_NAMESPACE"), "comma-separated namespaces to watch; empty: all")
 	fs.StringVar(&kinds, "kinds", "", "comma-separated job kinds to serve, of "+strings.Join(manager.KindNames(builtIn), ", ")+"; empty: all but kserve-inferenceservice (KServe's API: --kserve)")
+	fs.StringVar(&o.Serving.KServeIngressDomain, "kserve-ingress-domain", "", "expose each KServe InferenceService outside the cluster through an Ingress for <name>-<namespace>.<domain> (and <name>-predictor-<namespace>.<domain>), as KServe's ingressDomain; empty: none (its url is its in-cluster address)")
+	fs.StringVar(&o.Serving.KServeIngressClass, "kserve-ingress-class", "", "ingressClassName of those Ingresses; empty: the cluster's default IngressClass")
 	fs.BoolVar(&o.KServe, "kserve", false, "serve KServe's serving.kserve.io InferenceService too, beside the kinds --kinds names (or all of them); its CRDs must be installed (the install's kserve component, the chart's kserve.enabled: docs/kserve.md)")
 	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")

@@ -249,6 +249,27 @@ func desiredHTTPRoute(e *endpoint) *unstructured.Unstructured {
 	})
 }
 
+// desiredIngress routes requests for the ingress's hosts, from outside the cluster, to the
+// address Service.
+func desiredIngress(e *endpoint) *networkingv1.Ingress {
+	in := e.ingress
+	backend := networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: e.address, Port: networkingv1.ServiceBackendPort{Number: 80}}}
+	var rules []networkingv1.IngressRule
+	for _, h := range in.hosts {
+		rules = append(rules, networkingv1.IngressRule{Host: h, IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix), Backend: backend}}}}})
+	}
+	out := &networkingv1.Ingress{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+		ObjectMeta: objectMeta(e, in.name, ""),
+		Spec:       networkingv1.IngressSpec{Rules: rules},
+	}
+	if in.class != "" {
+		out.Spec.IngressClassName = ptr.To(in.class)
+	}
+	return out
+}
+
 // desiredVirtualService splits requests for the address between the versions' Services by
 // weight, for the clients in Istio's mesh: destinations are the versions' own Services, so no
 // DestinationRule subsets are needed.

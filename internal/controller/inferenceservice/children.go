@@ -76,6 +76,12 @@ func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
 			p.drop = append(p.drop, optional(e, interceptorGVK, e.name))
 		}
 	}
+	switch {
+	case e.ingress != nil:
+		p.want = append(p.want, desiredIngress(e))
+	case e.dropIngress != "":
+		p.drop = append(p.drop, &networkingv1.Ingress{ObjectMeta: objectMeta(e, e.dropIngress, "")})
+	}
 	if e.netpol {
 		p.want = append(p.want, desiredNetworkPolicy(e, sc, opts.KEDAHTTPInterceptor))
 	} else {

@@ -66,6 +66,17 @@ type endpoint struct {
 	// allowFrom, when netpol, are the only peers that may reach the pods.
 	netpol    bool
 	allowFrom []networkingv1.NetworkPolicyPeer
+	// ingress, when set, exposes the address outside the cluster; dropIngress: one made before
+	// goes.
+	ingress     *ingress
+	dropIngress string
+}
+
+// ingress is an Ingress of class (the cluster's default when empty) that routes requests for
+// hosts to the address.
+type ingress struct {
+	name, class string
+	hosts       []string
 }
 
 // versionPods are one model version's pods.

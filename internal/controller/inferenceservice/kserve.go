@@ -14,6 +14,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,6 +127,7 @@ func kserveNamed(isvc *kservev1beta1.InferenceService) endpoint {
 		mount:              kserveMount,
 		queue:              map[string]string{},
 		retired:            canariesRun(isvc),
+		dropIngress:        ingressMade(isvc),
 	}
 }
 
@@ -171,6 +173,16 @@ func kserveMetrics(ext kservev1beta1.ComponentExtensionSpec) []autoscalingv2.Met
 type kserveAPI struct {
 	client     client.Reader
 	fetchImage string
+	// ingressDomain, when set, exposes the services through Ingresses of ingressClass.
+	ingressDomain, ingressClass string
+}
+
+// ingressMade is the name of the Ingress the status says kiln made for isvc ("" for none).
+func ingressMade(isvc *kservev1beta1.InferenceService) string {
+	if c := meta.FindStatusCondition(isvc.Status.Conditions, kservev1beta1.ConditionIngressReady); c != nil && strings.HasPrefix(c.Reason, "Ingress") {
+		return isvc.Name
+	}
+	return ""
 }
 
 // Deployment modes: kiln serves Standard (RawDeployment is its old name).
@@ -203,6 +215,7 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 		return asRefused(isvc, &named, err)
 	}
 	e := fromKServe(isvc, p, k.fetchImage)
+	e.ingress = k.ingressOf(isvc, e.address)
 	if err := k.withCanary(ctx, isvc, &e, namespaced, cluster); err != nil {
 		return asRefused(isvc, &named, err)
 	}
@@ -234,6 +247,36 @@ func refusalOf(err error, at string) *refused {
 		why = &refused{why.reason, at + ": " + why.message}
 	}
 	return why
+}
+
+// kserveVisibility cluster-local on an InferenceService keeps it inside the cluster: no Ingress.
+const kserveVisibility = "networking.kserve.io/visibility"
+
+// ingressOf is the Ingress that exposes isvc, whose address is the Service named address, as
+// KServe's Standard mode makes it: hosts <name>-<namespace>.<domain> and
+// <address>-<namespace>.<domain>; nil without a domain or for a cluster-local service.
+func (k kserveAPI) ingressOf(isvc *kservev1beta1.InferenceService, address string) *ingress {
+	if k.ingressDomain == "" || isvc.Labels[kserveVisibility] == "cluster-local" {
+		return nil
+	}
+	host := func(name string) string { return name + "-" + isvc.Namespace + "." + k.ingressDomain }
+	return &ingress{name: isvc.Name, class: k.ingressClass, hosts: []string{host(isvc.Name), host(address)}}
+}
+
+// ingressAdmitted says whether Ingress in (seen: nil when absent) has an address from an
+// ingress controller: only then do requests from outside reach the address.
+func ingressAdmitted(in *ingress, seen *networkingv1.Ingress, address string) (bool, string, string) {
+	class := "the cluster's default class"
+	if in.class != "" {
+		class = "class " + in.class
+	}
+	switch {
+	case seen == nil:
+		return false, "IngressNotCreated", "Ingress " + in.name + " does not exist yet"
+	case len(seen.Status.LoadBalancer.Ingress) == 0:
+		return false, "IngressNotAdmitted", fmt.Sprintf("Ingress %s has no address: no ingress controller of %s has admitted it (clients in the cluster call %s)", in.name, class, address)
+	}
+	return true, "IngressAdmitted", fmt.Sprintf("Ingress %s routes http://%s to %s", in.name, in.hosts[0], address)
 }
 
 // reasonModeNotServed: the deployment mode is not Standard.
@@ -342,7 +385,7 @@ func (kserveAPI) kind() apiKind {
 // the engine kiln's own InferenceServices run on.
 func NewKServeReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	r := NewReconciler(c, reader, rec, clk, opts)
-	r.api = kserveAPI{client: c, fetchImage: r.opts.FetchImage}
+	r.api = kserveAPI{client: c, fetchImage: r.opts.FetchImage, ingressDomain: r.opts.KServeIngressDomain, ingressClass: r.opts.KServeIngressClass}
 	return r
 }
 
@@ -407,12 +450,18 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	st.Address = &kservev1beta1.Addressable{URL: address}
 	ok, reason, msg := predictorReady(seen.stable, false, address, seen.why)
 	set(kservev1beta1.ConditionPredictorReady, ok, reason, msg)
+	url, predictorURL := address, address
+	ingressOK, ingressReason, ingressMsg := true, "ClusterLocal", "kiln makes no Ingress (the manager's --kserve-ingress-domain is not set, or the InferenceService is labelled "+
+		kserveVisibility+": cluster-local): clients in the cluster call "+address
+	if in := e.ingress; in != nil {
+		url, predictorURL = "http://"+in.hosts[0], "http://"+in.hosts[1]
+		ingressOK, ingressReason, ingressMsg = ingressAdmitted(in, seen.ingress, address)
+	}
 	if seen.why.blocks() { // the address may be another's object
 		st.Address = nil
-		set(kservev1beta1.ConditionIngressReady, false, seen.why.reason, seen.why.message)
-	} else {
-		set(kservev1beta1.ConditionIngressReady, true, "ClusterLocal", "kiln makes no Ingress: clients in the cluster call "+address)
+		ingressOK, ingressReason, ingressMsg = false, seen.why.reason, seen.why.message
 	}
+	set(kservev1beta1.ConditionIngressReady, ingressOK, ingressReason, ingressMsg)
 	ready, readyReason, readyMsg := ok, reason, msg
 	rollout := rolloutOf(seen.stable)
 	if ok && !rollout.complete {
@@ -427,16 +476,19 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	if ready && !canaryOK {
 		ready, readyReason, readyMsg = false, "CanaryNotReady", predictorName(e, canary)+": "+canaryMsg
 	}
+	if ready && !ingressOK {
+		ready, readyReason, readyMsg = false, ingressReason, ingressMsg
+	}
 	if seen.why.blocks() {
 		ready, readyReason, readyMsg = false, seen.why.reason, seen.why.message
 	}
 	if ready {
-		readyReason, readyMsg = "Ready", "serving at "+address
+		readyReason, readyMsg = "Ready", "serving at "+url
 	}
 	set(kservev1beta1.ConditionReady, ready, readyReason, readyMsg)
 	st.URL = ""
 	if ready {
-		st.URL, component.URL = address, address
+		st.URL, component.URL = url, predictorURL
 	}
 	st.Components = map[string]kservev1beta1.ComponentStatusSpec{kservePredictor: component}
 	st.ModelStatus = modelStatus(seen, ready)

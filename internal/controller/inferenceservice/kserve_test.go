@@ -9,6 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -270,5 +273,56 @@ spec:
 	}
 	if strings.Join(got, ",") != "x-predictor=80,x-v2-predictor=20" {
 		t.Errorf("route backends %v, want x-predictor=80,x-v2-predictor=20", got)
+	}
+}
+
+// With an ingress domain, a KServe InferenceService gets an Ingress for KServe's host names,
+// routed to its predictor's Service; IngressReady, Ready and url wait for an ingress controller to
+// admit it (an address in its status); cluster-local ones get none.
+func TestAKServeIngressIsClaimedOnceAdmitted(t *testing.T) {
+	var isvc kservev1beta1.InferenceService
+	if err := yaml.UnmarshalStrict([]byte(`
+metadata: {name: x, namespace: ns, generation: 1}
+spec: {predictor: {sklearn: {storageUri: "gs://m/v1"}}}
+`), &isvc); err != nil {
+		t.Fatal(err)
+	}
+	var csr kservev1alpha1.ClusterServingRuntime
+	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := kserveAPI{ingressDomain: "models.example.com", ingressClass: "nginx"}
+	e := fromKServe(&isvc, p, "kiln")
+	e.ingress = api.ingressOf(&isvc, e.address)
+	plan := desired(&e, decide(&e, apis{}, ""), apis{}, Options{}.withDefaults())
+	in := find[*networkingv1.Ingress](plan.want, "x")
+	if in == nil || *in.Spec.IngressClassName != "nginx" || len(in.Spec.Rules) != 2 || in.Spec.Rules[0].Host != "x-ns.models.example.com" ||
+		in.Spec.Rules[1].Host != "x-predictor-ns.models.example.com" || in.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name != "x-predictor" {
+		t.Fatalf("Ingress %+v, want KServe's hosts to x-predictor, class nginx", in)
+	}
+	ready := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}}
+	for _, tc := range []struct {
+		seen   *networkingv1.Ingress
+		reason string
+		url    string
+	}{
+		{nil, "IngressNotCreated", ""},
+		{in.DeepCopy(), "IngressNotAdmitted", ""},
+		{&networkingv1.Ingress{Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.9"}}}}},
+			"IngressAdmitted", "http://x-ns.models.example.com"},
+	} {
+		st := kserveStatus(&isvc, &e, observed{stable: ready, ingress: tc.seen})
+		c := meta.FindStatusCondition(st.Conditions, "IngressReady")
+		if c.Reason != tc.reason || meta.IsStatusConditionTrue(st.Conditions, "Ready") != (tc.url != "") || st.URL != tc.url {
+			t.Errorf("Ingress %+v: IngressReady %s, Ready %v, url %q; want %s and url %q", tc.seen, c.Reason, meta.IsStatusConditionTrue(st.Conditions, "Ready"), st.URL, tc.reason, tc.url)
+		}
+	}
+	isvc.Labels = map[string]string{"networking.kserve.io/visibility": "cluster-local"}
+	if api.ingressOf(&isvc, "x-predictor") != nil {
+		t.Error("an Ingress for a cluster-local InferenceService")
 	}
 }

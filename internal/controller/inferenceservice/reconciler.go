@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,7 +50,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;patch;delete
@@ -79,6 +80,10 @@ type Options struct {
 	KEDAHTTPInterceptor string
 	// Namespaces limits what the controller watches (the manager's); empty means all.
 	Namespaces []string
+	// KServeIngressDomain, when set, exposes each KServe InferenceService outside the cluster
+	// through an Ingress for <name>-<namespace>.<domain>, as KServe's ingressDomain; of
+	// KServeIngressClass (the cluster's default class when empty).
+	KServeIngressDomain, KServeIngressClass string
 }
 
 // withDefaults fills the options left empty.
@@ -224,6 +229,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, err
 	}
 	seen := observed{sc: sc, stable: stableDep, canary: canaryDep, why: trouble, wakes: wakes, interceptor: r.opts.KEDAHTTPInterceptor, now: metav1.NewTime(r.clock.Now())}
+	if e.ingress != nil {
+		if seen.ingress, err = r.ingressOf(ctx, e); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if err := r.writeStatus(ctx, parent, e, seen); err != nil {
 		if errors.Is(err, errStale) {
 			return reconcile.Result{}, applyErr // a newer version is on its way, and reconciles again
@@ -278,7 +288,9 @@ type observed struct {
 	// refused, when set, is why nothing runs (and the rest is zero).
 	refused *refused
 	// stopped: the endpoint was stopped, what it made deleted (and the rest is zero).
-	stopped     bool
+	stopped bool
+	// ingress is the endpoint's Ingress (nil when it has none, or none exists yet).
+	ingress     *networkingv1.Ingress
 	wakes       bool
 	interceptor string
 	now         metav1.Time
@@ -556,6 +568,16 @@ func (r *Reconciler) deployment(ctx context.Context, e *endpoint, version string
 		return nil, err
 	}
 	return d, nil
+}
+
+// ingressOf is the endpoint's Ingress from the cache; nil when there is none or it is not the
+// endpoint's.
+func (r *Reconciler) ingressOf(ctx context.Context, e *endpoint) (*networkingv1.Ingress, error) {
+	in := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.ingress.name}}
+	if ok, err := r.kit.Get(ctx, e.parent, in); !ok || err != nil {
+		return nil, err
+	}
+	return in, nil
 }
 
 // interceptorRouteReady says whether the KEDA HTTP add-on reports the InferenceService's

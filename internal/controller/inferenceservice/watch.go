@@ -68,7 +68,7 @@ func podStatusOnly(obj any) (any, error) {
 	}, Status: pod.Status}, nil
 }
 
-// watches starts the watches of the owned cache's kinds: Services, NetworkPolicies and pods at
+// watches starts the watches of the owned cache's kinds: Services, NetworkPolicies, Ingresses and pods at
 // once, the optional kinds once their CRD is installed (sync) and, when it is removed, their
 // informer goes.
 type watches struct {
@@ -83,7 +83,7 @@ type watches struct {
 func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache, k apiKind) (*watches, error) {
 	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
 		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), k.object(), handler.OnlyControllerOwner())}
-	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}} {
+	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}, &networkingv1.Ingress{}} {
 		if err := c.Watch(source.Kind(owned, o, w.owner)); err != nil {
 			return nil, err
 		}

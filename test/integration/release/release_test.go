@@ -515,7 +515,8 @@ func TestDefaultInstallRefusesAnAnonymousScrape(t *testing.T) {
 
 // KServe's API is installed on request alone: by config/components/kserve over config/default,
 // and by the chart's kserve.enabled; either adds kiln's three serving.kserve.io CRDs, KServe's
-// runtimes and --kserve, and applies (the runtimes validated by the CRDs).
+// runtimes and --kserve, and applies (the runtimes validated by the CRDs); the chart's
+// kserve.ingress sets the Ingresses' domain and class.
 func TestKServesAPIInstallsOnRequest(t *testing.T) {
 	root := testenv.RepoRoot()
 	overlay := t.TempDir()
@@ -546,7 +547,8 @@ func TestKServesAPIInstallsOnRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromChart, err := release.RenderChart(ch, "kiln-kserve", map[string]any{"kserve": map[string]any{"enabled": true}})
+	fromChart, err := release.RenderChart(ch, "kiln-kserve", map[string]any{"kserve": map[string]any{"enabled": true,
+		"ingress": map[string]any{"domain": "models.example.com", "className": "nginx"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,6 +578,9 @@ func TestKServesAPIInstallsOnRequest(t *testing.T) {
 		if args := toStrings(managerContainer(t, objs)["args"]); !slices.Contains(args, "--kserve") {
 			t.Errorf("%s: manager args %v lack --kserve", name, args)
 		}
+	}
+	if args := strings.Join(toStrings(managerContainer(t, fromChart)["args"]), " "); !strings.Contains(args, "--kserve-ingress-domain=models.example.com --kserve-ingress-class=nginx") {
+		t.Errorf("the chart's manager args %q lack kserve.ingress's", args)
 	}
 	if crds, csrs := count(defaults); crds != 0 || csrs != 0 || slices.Contains(toStrings(managerContainer(t, defaults)["args"]), "--kserve") {
 		t.Errorf("the chart's defaults install KServe's API: %d CRDs, %d runtimes", crds, csrs)
