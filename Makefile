@@ -6,8 +6,8 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 ENVTEST_TOOLS = $(shell bash hack/tools.sh envtest)
 E2E_TOOLS = $(shell bash hack/tools.sh cluster addons)
-# make bench builds Kubeflow Trainer's controller only when a run compares TrainJobs with it.
-BENCH_TOOLS = $(shell bash hack/tools.sh $(if $(findstring trainer,$(MODES)),bench,cluster))
+# make bench builds Kubeflow Trainer's and KServe's controllers only when a run compares with them.
+BENCH_TOOLS = $(shell bash hack/tools.sh $(if $(or $(findstring trainer,$(MODES)),$(findstring kserve,$(MODES))),bench,cluster))
 # The version stamped into bin/kiln and the release: see hack/version.sh (KILN_VERSION overrides).
 VERSION ?= $(shell bash hack/version.sh)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)

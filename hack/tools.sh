@@ -58,7 +58,7 @@ declare -A cold=(
 	[kube-scheduler]=35 [kubectl]=60 [kwok]=290 [kwokctl]=55 [kwok-stages]=5
 	[scheduler-plugins]=230 [kueue]=250 [keda-crds]=10 [keda]=420
 	[jobset-crds]=10 [jobset]=120 [trainer-runtimes]=10 [trainer]=350
-	[kserve-manifests]=30 [istio-crds]=10
+	[kserve-manifests]=30 [istio-crds]=10 [kserve]=210
 )
 declare -A set_pieces=(
 	[generate]="controller-gen"
@@ -67,7 +67,7 @@ declare -A set_pieces=(
 )
 set_pieces[addons]="scheduler-plugins kueue keda"
 set_pieces[all]="${set_pieces[generate]} ${set_pieces[cluster]} ${set_pieces[addons]}"
-set_pieces[bench]="${set_pieces[cluster]} trainer"
+set_pieces[bench]="${set_pieces[cluster]} trainer kserve"
 
 present() { # present PIECE: is it in the cache already?
 	case "$1" in
@@ -80,7 +80,8 @@ present() { # present PIECE: is it in the cache already?
 	trainer-runtimes) [ -f "$bin/trainer-$trainer_version/runtimes/torch_distributed.yaml" ] ;;
 	trainer) [ -x "$bin/trainer-$trainer_version/trainer-controller-manager" ] ;;
 	istio-crds) [ -f "$bin/crds/istio-$istio_version/istio-crds.yaml" ] ;;
-	kserve-manifests) [ -f "$bin/kserve-$kserve_version/samples/sklearn/v1/sklearn.yaml" ] && [ ! -f "$bin/kserve-$kserve_version/runtimes/kserve-openvino.yaml" ] ;;
+	kserve) [ -x "$bin/kserve-$kserve_version/kserve-manager" ] ;;
+	kserve-manifests) [ -f "$bin/kserve-$kserve_version/samples/sklearn/v1/sklearn.yaml" ] && [ -f "$bin/kserve-$kserve_version/crds/serving.kserve.io_inferenceservices.yaml" ] && [ ! -f "$bin/kserve-$kserve_version/runtimes/kserve-openvino.yaml" ] ;;
 	jobset-crds) [ -f "$bin/crds/jobset-$jobset_version/jobset.x-k8s.io_jobsets.yaml" ] ;;
 	jobset) [ -x "$bin/jobset-$jobset_version/jobset" ] && [ -f "$bin/jobset-$jobset_version/webhooks.yaml" ] ;;
 	*) [ -x "$bin/$1" ] ;;
@@ -169,11 +170,16 @@ make_piece() {
 		rm -rf "$dst/runtimes"
 		cp -r "$tr"/manifests/base/runtimes "$dst/runtimes"
 		chmod -R u+w "$dst/runtimes" ;;
-	kserve-manifests) # KServe's own runtime manifests and v1beta1 samples, which kiln's tests apply unchanged
+	kserve-manifests) # KServe's own runtime manifests and v1beta1 samples, which kiln's tests apply
+		# unchanged, and what its controller needs in the benchmark: its ConfigMap and its CRDs
+		# (its controller writes KServe's conditions, which kiln's CRDs would refuse).
 		local ks dst="$bin/kserve-$kserve_version"
 		ks=$(module_dir "$here/kserve" github.com/kserve/kserve)
-		rm -rf "$dst/runtimes" "$dst/samples"
-		mkdir -p "$dst/runtimes" "$dst/samples"
+		rm -rf "$dst/runtimes" "$dst/samples" "$dst/configmap" "$dst/crds"
+		mkdir -p "$dst/runtimes" "$dst/samples" "$dst/configmap" "$dst/crds"
+		cp "$ks/config/configmap/inferenceservice.yaml" "$dst/configmap/"
+		cp "$ks"/config/crd/full/serving.kserve.io_*.yaml "$ks"/config/crd/full/clusterstoragecontainer/*.yaml "$dst/crds/"
+		rm -f "$dst/crds/kustomization.yaml"
 		# The runtimes KServe installs: those its kustomization lists (kserve-openvino is not).
 		awk '/^resources:/ {on = 1; next} on && /^- / {print $2; next} on && !/^ *$/ {on = 0}' "$ks/config/runtimes/kustomization.yaml" |
 			while read -r f; do cp "$ks/config/runtimes/$f" "$dst/runtimes/"; done
@@ -185,6 +191,8 @@ make_piece() {
 		mkdir -p "$dst"
 		cp "$is/kubernetes/customresourcedefinitions.gen.yaml" "$dst/istio-crds.yaml"
 		chmod u+w "$dst/istio-crds.yaml" ;;
+	kserve) # KServe's controller: the benchmark's baseline for KServe's InferenceServices, never part of kiln
+		go_build "$here/kserve" "kserve-$kserve_version/kserve-manager" github.com/kserve/kserve/cmd/manager ;;
 	trainer) # Kubeflow Trainer's controller: the benchmark's baseline for TrainJobs, never part of kiln
 		go_build "$here/trainer" "trainer-$trainer_version/trainer-controller-manager" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
 	*) echo "unknown piece $1" >&2; return 1 ;;

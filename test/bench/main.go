@@ -66,7 +66,7 @@ func main() {
 	fs.StringVar(&p.ManagerEnv, "manager-env", os.Getenv("MANAGER_ENV"), "environment variables added to kiln manager's, space-separated: MANAGER_ENV='GOGC=100 GOMAXPROCS=2'")
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
-	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet)")
+	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet); or J InferenceServices of KServe's API: isvc (kiln), kserve (KServe's controller)")
 	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
@@ -97,8 +97,11 @@ func main() {
 		for _, mode := range splitModes(modes) {
 			fmt.Printf("== %s run %d/%d: J=%d W=%d D=%s foreign=%d\n", mode, round, p.Rounds, p.Jobs, p.Workers, p.Duration, p.Foreign)
 			run := run
-			if isTrainJobMode(mode) {
+			switch {
+			case isTrainJobMode(mode):
 				run = runTrainJobs
+			case isServingMode(mode):
+				run = runServing
 			}
 			res, err := run(ctx, mode, p, tools, logs, profile)
 			if err != nil {

@@ -37,10 +37,10 @@ func machine() string {
 func splitModes(s string) []string {
 	var out []string
 	for _, m := range strings.Split(s, ",") {
-		if m = strings.TrimSpace(m); m == "floor" || m == "same" || m == "kiln" || isTrainJobMode(m) {
+		if m = strings.TrimSpace(m); m == "floor" || m == "same" || m == "kiln" || isTrainJobMode(m) || isServingMode(m) {
 			out = append(out, m)
 		} else if m != "" {
-			fail(fmt.Errorf("-modes: unknown run %q: use floor, same and/or kiln; or trainjob and/or trainer (TrainJobs by kiln, by Kubeflow Trainer)", m))
+			fail(fmt.Errorf("-modes: unknown run %q: use floor, same and/or kiln; or trainjob and/or trainer (TrainJobs by kiln, by Kubeflow Trainer); or isvc and/or kserve (KServe's InferenceServices by kiln, by KServe)", m))
 		}
 	}
 	return out
@@ -96,6 +96,9 @@ func (r *Report) write(dir string) error {
 func (r *Report) markdown() string {
 	if r.run(modeTrainJob) != nil || r.run(modeTrainer) != nil {
 		return r.trainJobMarkdown()
+	}
+	if r.run(modeServing) != nil || r.run(modeKServe) != nil {
+		return r.servingMarkdown()
 	}
 	base, baseName := r.baseline()
 	floor, kiln := r.run(base), r.run("kiln")

@@ -343,7 +343,7 @@ func createJobsAndChildren(ctx context.Context, c client.Client, jobs []framewor
 // (those it cannot read are left out).
 func componentCPU(cluster *devcluster.Cluster) map[string]float64 {
 	out := map[string]float64{}
-	for _, name := range []string{"kube-apiserver", "kube-scheduler", "kwok-controller", "etcd"} {
+	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller", "etcd"} {
 		if pid, err := cluster.ComponentPID(name); err == nil {
 			if s, err := cpuSeconds(pid); err == nil {
 				out[name] = s

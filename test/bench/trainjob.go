@@ -223,41 +223,58 @@ func startTrainer(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 	if len(bins) == 0 {
 		return 0, nil, fmt.Errorf("no Kubeflow Trainer controller in %s: run `bash hack/tools.sh bench` (make bench with MODES naming trainer does)", tools)
 	}
-	probe, err := devcluster.FreeAddr()
+	probe, port, err := controllerAddrs()
 	if err != nil {
 		return 0, nil, err
-	}
-	webhook, err := devcluster.FreeAddr()
-	if err != nil {
-		return 0, nil, err
-	}
-	_, portText, _ := strings.Cut(webhook, ":")
-	port, _ := strconv.Atoi(portText)
-	// Its webhook server reads a certificate from $TMPDIR/k8s-webhook-server/serving-certs.
-	tmp := filepath.Join(dir, "trainer-tmp")
-	certs := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
-	if err := os.MkdirAll(certs, 0o700); err != nil {
-		return 0, nil, err
-	}
-	files, err := devcluster.ServingCert("trainer", "trainer-controller-manager.kubeflow-system.svc")
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, name := range []string{"tls.crt", "tls.key"} {
-		if err := os.WriteFile(filepath.Join(certs, name), files[name], 0o600); err != nil {
-			return 0, nil, err
-		}
 	}
 	config := filepath.Join(dir, "trainer.yaml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, trainerConfig, probe, port), 0o600); err != nil {
 		return 0, nil, err
 	}
-	logs, err := os.Create(filepath.Join(dir, "trainer.log"))
+	return startController(ctx, "trainer", bins[0], []string{"--config", config, "--kubeconfig", cluster.Kubeconfig}, nil, dir, probe)
+}
+
+// controllerAddrs are a free address for a baseline controller's probes and a free port for its
+// webhook server.
+func controllerAddrs() (probe string, port int, _ error) {
+	probe, err := devcluster.FreeAddr()
+	if err != nil {
+		return "", 0, err
+	}
+	webhook, err := devcluster.FreeAddr()
+	if err != nil {
+		return "", 0, err
+	}
+	_, portText, _ := strings.Cut(webhook, ":")
+	port, err = strconv.Atoi(portText)
+	return probe, port, err
+}
+
+// startController runs the baseline controller name (bin with args, env added to ours) beside
+// the cluster until stop: a throw-away webhook certificate where controller-runtime looks for one
+// ($TMPDIR/k8s-webhook-server/serving-certs), its log in dir/<name>.log; it is started once
+// probe's /readyz answers.
+func startController(ctx context.Context, name, bin string, args, env []string, dir, probe string) (int, func(), error) {
+	tmp := filepath.Join(dir, name+"-tmp")
+	certs := filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return 0, nil, err
+	}
+	files, err := devcluster.ServingCert(name, name+"-controller-manager."+name+"-system.svc")
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(bins[0], "--config", config, "--kubeconfig", cluster.Kubeconfig)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(certs, f), files[f], 0o600); err != nil {
+			return 0, nil, err
+		}
+	}
+	logs, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return 0, nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+tmp), env...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -285,7 +302,7 @@ func startTrainer(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 		}
 		select {
 		case err := <-exited:
-			return 0, nil, fmt.Errorf("Kubeflow Trainer's controller exited: %v (see %s)", err, logs.Name())
+			return 0, nil, fmt.Errorf("%s's controller exited: %v (see %s)", name, err, logs.Name())
 		case <-ctx.Done():
 			stop()
 			return 0, nil, ctx.Err()
@@ -293,7 +310,7 @@ func startTrainer(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return 0, nil, fmt.Errorf("Kubeflow Trainer's controller not ready after 2 minutes (see %s)", logs.Name())
+			return 0, nil, fmt.Errorf("%s's controller not ready after 2 minutes (see %s)", name, logs.Name())
 		}
 	}
 }
@@ -346,37 +363,52 @@ func (r *Report) trainJobMarkdown() string {
 			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
 		}
 	}
-	b.WriteString("| | Kubeflow Trainer v2.3 + JobSet | kiln + JobSet | kiln / Trainer |\n|---|---|---|---|\n")
-	row := func(name, unit string, get func(*Result) float64) {
-		cells := []string{name, "–", "–", "–"}
-		if trainer != nil {
-			cells[1] = fmt.Sprintf("%.1f %s", get(trainer), unit)
+	comparison(&b, trainer, kiln, "Kubeflow Trainer v2.3 + JobSet", "kiln + JobSet", "kiln / Trainer", []comparisonRow{
+		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
+		{"every TrainJob's pods run", "s", func(r *Result) float64 { return r.AllRunning }},
+		{"every TrainJob Complete", "s", func(r *Result) float64 { return r.AllSucceeded }},
+		{"operator CPU (kiln, or Trainer's controller)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds })},
+		{"operator peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB })},
+		{"of it at the end: heap and stacks (RssAnon)", "MiB", op(func(o *OperatorStats) float64 { return o.AnonRSSMiB })},
+		{"of it at the end: the program's file (RssFile)", "MiB", op(func(o *OperatorStats) float64 { return o.FileRSSMiB })},
+		{"JobSet controller CPU", "s", op(func(o *OperatorStats) float64 { return o.JobSetCPUSeconds })},
+		{"JobSet controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.JobSetPeakRSSMiB })},
+		{"kube-apiserver CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-apiserver"] }},
+	})
+	return b.String()
+}
+
+// comparisonRow is a row of a comparison: what it measures, in unit, read from a run.
+type comparisonRow struct {
+	name, unit string
+	get        func(*Result) float64
+}
+
+// comparison writes the table of kiln's run beside a baseline controller's (either may be nil),
+// each row with kiln's value over the baseline's.
+func comparison(b *strings.Builder, baseline, kiln *Result, baseName, kilnName, ratioName string, rows []comparisonRow) {
+	fmt.Fprintf(b, "| | %s | %s | %s |\n|---|---|---|---|\n", baseName, kilnName, ratioName)
+	for _, r := range rows {
+		cells := []string{r.name, "–", "–", "–"}
+		if baseline != nil {
+			cells[1] = fmt.Sprintf("%.1f %s", r.get(baseline), r.unit)
 		}
 		if kiln != nil {
-			cells[2] = fmt.Sprintf("%.1f %s", get(kiln), unit)
+			cells[2] = fmt.Sprintf("%.1f %s", r.get(kiln), r.unit)
 		}
-		if trainer != nil && kiln != nil && get(trainer) > 0 {
-			cells[3] = fmt.Sprintf("%.2f×", get(kiln)/get(trainer))
+		if baseline != nil && kiln != nil && r.get(baseline) > 0 {
+			cells[3] = fmt.Sprintf("%.2f×", r.get(kiln)/r.get(baseline))
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	op := func(get func(*OperatorStats) float64) func(*Result) float64 {
-		return func(r *Result) float64 {
-			if r.Operator == nil {
-				return 0
-			}
-			return get(r.Operator)
+}
+
+// op reads a run's operator figure (0 when it has none).
+func op(get func(*OperatorStats) float64) func(*Result) float64 {
+	return func(r *Result) float64 {
+		if r.Operator == nil {
+			return 0
 		}
+		return get(r.Operator)
 	}
-	row("every pod exists", "s", func(r *Result) float64 { return r.PodsExist })
-	row("every TrainJob's pods run", "s", func(r *Result) float64 { return r.AllRunning })
-	row("every TrainJob Complete", "s", func(r *Result) float64 { return r.AllSucceeded })
-	row("operator CPU (kiln, or Trainer's controller)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds }))
-	row("operator peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB }))
-	row("of it at the end: heap and stacks (RssAnon)", "MiB", op(func(o *OperatorStats) float64 { return o.AnonRSSMiB }))
-	row("of it at the end: the program's file (RssFile)", "MiB", op(func(o *OperatorStats) float64 { return o.FileRSSMiB }))
-	row("JobSet controller CPU", "s", op(func(o *OperatorStats) float64 { return o.JobSetCPUSeconds }))
-	row("JobSet controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.JobSetPeakRSSMiB }))
-	row("kube-apiserver CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-apiserver"] })
-	return b.String()
 }

@@ -1,0 +1,257 @@
+package main
+
+// KServe's InferenceServices beside KServe: the same N InferenceServices of KServe's sklearn
+// sample (Standard mode, one replica each, in the model form KServe's defaulting webhook writes),
+// on the same kind of cluster with KServe's runtimes (kiln's pinned copies), served once by kiln
+// (--kserve, on kiln's serving.kserve.io CRDs) and once by KServe v0.20's own controller (built by
+// hack/tools.sh bench, never part of kiln) on KServe's own CRDs: its controller writes Knative's
+// conditions, which kiln's CRD refuses. Neither runs admission webhooks. Timed from a watch on the pods and the
+// InferenceServices: every pod exists, every pod runs, every InferenceService Ready; the
+// controllers' CPU and peak memory are read from /proc.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
+	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// The serving modes: kiln and KServe's controller, each serving KServe's InferenceServices.
+const (
+	modeServing = "isvc"
+	modeKServe  = "kserve"
+	// kserveNamespace is where KServe's controller reads its ConfigMap (its POD_NAMESPACE).
+	kserveNamespace = "kserve"
+	// replicasPerNode is how many sklearn replicas (1 CPU each) a fake node of 32 CPUs holds.
+	replicasPerNode = 30
+)
+
+func isServingMode(mode string) bool { return mode == modeServing || mode == modeKServe }
+
+// inferenceServices is the workload: J InferenceServices of KServe's sklearn sample, as KServe's
+// defaulting webhook writes it (which neither run has): the model form, Standard mode.
+func inferenceServices(p Params) []*kservev1beta1.InferenceService {
+	out := make([]*kservev1beta1.InferenceService, p.Jobs)
+	for i := range out {
+		out[i] = &kservev1beta1.InferenceService{
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("isvc-%05d", i),
+				Annotations: map[string]string{"serving.kserve.io/deploymentMode": "Standard"}},
+			Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{Model: &kservev1beta1.ModelSpec{
+				ModelFormat:            kservev1beta1.ModelFormat{Name: "sklearn"},
+				PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://kfserving-examples/models/sklearn/1.0/model")}}}},
+		}
+	}
+	return out
+}
+
+// runServing makes one serving run of mode on a cluster of its own. With profile, kiln's manager
+// is profiled as in the kiln mode.
+func runServing(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
+	isvcs := inferenceServices(p)
+	if p.Nodes == 0 {
+		// Each replica asks for the runtime's 1 CPU: a fake node's 32 CPUs hold 30 of them.
+		p.Nodes = p.Jobs/replicasPerNode + 2
+	}
+	cluster, nodes, done, err := newCluster(ctx, mode, p, tools, dir, p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	kserveDir, err := kserveTools(tools)
+	if err != nil {
+		return nil, err
+	}
+	// Each its own CRDs of the same API (KServe's are a superset of kiln's), and the same runtimes.
+	crds := filepath.Join(testenv.RepoRoot(), "config", "crd", "kserve")
+	if mode == modeKServe {
+		crds = filepath.Join(kserveDir, "crds")
+	}
+	if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+		return nil, err
+	}
+	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
+		return nil, err
+	}
+	var pid int
+	var stop func()
+	var mgr *managerProcess
+	if mode == modeServing {
+		if mgr, err = startManager(ctx, cluster, tools, dir, false, p.ManagerEnv, "--kinds=kserve-inferenceservice"); err != nil {
+			return nil, err
+		}
+		pid, stop = mgr.cmd.Process.Pid, mgr.stop
+	} else if pid, stop, err = startKServe(ctx, cluster, kserveDir, dir); err != nil {
+		return nil, err
+	}
+	defer stop()
+	obs, err := observeInferenceServices(ctx, cluster.Config, isvcs)
+	if err != nil {
+		return nil, err
+	}
+	defer obs.stop()
+	kube, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		return nil, err
+	}
+	before, err := apiserverLoad(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore := must(cpuSeconds(pid))
+	componentsBefore := componentCPU(cluster)
+
+	obs.start()
+	if mgr != nil && profile > 0 {
+		go mgr.profile(profile)
+	}
+	err = parallel(ctx, len(isvcs), p.Parallelism, func(ctx context.Context, i int) error {
+		obs.created(isvcs[i].Name)
+		if err := c.Create(ctx, isvcs[i].DeepCopy()); err != nil {
+			return fmt.Errorf("creating InferenceService %s: %w", isvcs[i].Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := measured(ctx, obs, mode, p, p.Jobs, nodes, cluster, kube, before, componentsBefore)
+	if err != nil {
+		return nil, err
+	}
+	res.Operator = &OperatorStats{
+		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
+		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
+	}
+	if mgr != nil {
+		if res.Manager, err = mgr.stats(p.Jobs); err != nil {
+			return nil, err
+		}
+		fmt.Printf("   kiln: reconciles %v; writes %v\n", res.Manager.Reconciles, res.Manager.Writes)
+		if profile > 0 {
+			mgr.heapProfile()
+		}
+	}
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Ready %.1fs; controller %.1f CPU-s, %.0f MiB peak\n",
+		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB)
+	return res, nil
+}
+
+// kserveTools is the folder of KServe's release among the tools (hack/tools.sh).
+func kserveTools(tools string) (string, error) {
+	dirs, _ := filepath.Glob(filepath.Join(tools, "kserve-*"))
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("no KServe manifests in %s: run `bash hack/tools.sh bench` (make bench with MODES naming kserve does)", tools)
+	}
+	return dirs[0], nil
+}
+
+// startKServe runs KServe's controller (hack/tools.sh bench built it) until stop, with KServe's
+// own ConfigMap but Standard mode by default and no Ingress (kiln makes none), as a user of
+// Standard mode configures it; its client as KServe ships it.
+func startKServe(ctx context.Context, cluster *devcluster.Cluster, kserveDir, dir string) (int, func(), error) {
+	bin := filepath.Join(kserveDir, "kserve-manager")
+	objs, err := devcluster.ReadObjects(filepath.Join(kserveDir, "configmap", "inferenceservice.yaml"))
+	if err != nil {
+		return 0, nil, err
+	}
+	var config *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && o.GetName() == "inferenceservice-config" {
+			config = o
+		}
+	}
+	if config == nil {
+		return 0, nil, fmt.Errorf("no ConfigMap inferenceservice-config in KServe's %s", filepath.Join(kserveDir, "configmap"))
+	}
+	data, _, _ := unstructured.NestedStringMap(config.Object, "data")
+	ingress := map[string]any{}
+	if err := json.Unmarshal([]byte(data["ingress"]), &ingress); err != nil {
+		return 0, nil, fmt.Errorf("KServe's ingress configuration: %w", err)
+	}
+	ingress["disableIngressCreation"] = true
+	b, _ := json.Marshal(ingress)
+	data["ingress"], data["deploy"] = string(b), `{"defaultDeploymentMode": "Standard"}`
+	if err := unstructured.SetNestedStringMap(config.Object, data, "data"); err != nil {
+		return 0, nil, err
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": kserveNamespace}}}
+	if err := devcluster.Apply(ctx, cluster.Client, kserveNamespace, []*unstructured.Unstructured{ns, config}); err != nil {
+		return 0, nil, err
+	}
+	probe, port, err := controllerAddrs()
+	if err != nil {
+		return 0, nil, err
+	}
+	return startController(ctx, "kserve", bin, []string{"--metrics-addr=0", "--health-probe-addr=" + probe, fmt.Sprintf("--webhook-port=%d", port)},
+		[]string{"KUBECONFIG=" + cluster.Kubeconfig, "POD_NAMESPACE=" + kserveNamespace}, dir, probe)
+}
+
+// observeInferenceServices is the observer of a serving run: a pod is its InferenceService's by
+// KServe's label, and an InferenceService is done once Ready.
+func observeInferenceServices(ctx context.Context, cfg *rest.Config, isvcs []*kservev1beta1.InferenceService) (*observer, error) {
+	expected := map[string]int{}
+	for _, i := range isvcs {
+		expected[i.Name] = 1
+	}
+	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels["serving.kserve.io/inferenceservice"] })
+	return o, o.watch(ctx, cfg, []client.Object{&kservev1beta1.InferenceService{}}, func(obj any) {
+		if i, ok := obj.(*kservev1beta1.InferenceService); ok {
+			ready := meta.IsStatusConditionTrue(i.Status.Conditions, kservev1beta1.ConditionReady)
+			o.jobChanged(i, meta.IsStatusConditionTrue(i.Status.Conditions, kservev1beta1.ConditionPredictorReady), ready,
+				func() string { return fmt.Sprintf("%v", i.Status.Conditions) })
+		}
+	})
+}
+
+// servingMarkdown is the serving table: kiln next to KServe's controller, and their ratio.
+func (r *Report) servingMarkdown() string {
+	kiln, kserve := r.run(modeServing), r.run(modeKServe)
+	p := r.Params
+	var b strings.Builder
+	fmt.Fprintf(&b, "J=%d InferenceServices of KServe's sklearn sample (serving.kserve.io/v1beta1, Standard mode, one replica each), each run on a fresh cluster, no admission webhooks; %s; %s\n\n",
+		p.Jobs, r.Machine, r.Date.Format("2006-01-02"))
+	for _, res := range r.Runs {
+		if res.Incomplete {
+			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
+		}
+	}
+	comparison(&b, kserve, kiln, "KServe v0.20", "kiln", "kiln / KServe", []comparisonRow{
+		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
+		{"every pod runs", "s", func(r *Result) float64 { return r.AllRunning }},
+		{"every InferenceService Ready", "s", func(r *Result) float64 { return r.AllSucceeded }},
+		{"controller CPU (kiln, or KServe's)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds })},
+		{"controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB })},
+		{"of it at the end: heap and stacks (RssAnon)", "MiB", op(func(o *OperatorStats) float64 { return o.AnonRSSMiB })},
+		{"of it at the end: the program's file (RssFile)", "MiB", op(func(o *OperatorStats) float64 { return o.FileRSSMiB })},
+		{"kube-apiserver CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-apiserver"] }},
+		{"kube-controller-manager CPU", "s", func(r *Result) float64 { return r.ComponentCPU["kube-controller-manager"] }},
+	})
+	return b.String()
+}
