@@ -43,6 +43,9 @@ type Kit struct {
 	// reference (so that it outlives the parent: PyJob's Retain claim), is the parent's. Used for
 	// objects built without a controller reference only; nil: none is.
 	Kept func(parent, existing client.Object) bool
+	// Applied, when set, remembers what ApplyAll applied, which it does not send again while
+	// nobody changed the object since (see Applied); nil: every apply is sent.
+	Applied *Applied
 }
 
 // Wire creates and deletes objects without reading the apiserver's answers.
@@ -92,16 +95,17 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 // unless parent may have every one (the first *Conflict comes back). before, when given, runs
 // between the checks and the applies.
 func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
-	for _, obj := range objs {
-		existing, err := k.read(ctx, obj)
-		if err != nil {
+	existing := make([]client.Object, len(objs))
+	for i, obj := range objs {
+		var err error
+		if existing[i], err = k.read(ctx, obj); err != nil {
 			return err
 		}
-		if existing != nil {
-			if err := k.Owns(parent, obj, existing); err != nil {
+		if existing[i] != nil {
+			if err := k.Owns(parent, obj, existing[i]); err != nil {
 				return err
 			}
-			obj.SetUID(existing.GetUID())
+			obj.SetUID(existing[i].GetUID())
 		}
 	}
 	if before != nil {
@@ -109,13 +113,20 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			return err
 		}
 	}
-	for _, obj := range objs {
+	for i, obj := range objs {
+		sum := k.Applied.sum(obj)
+		if k.Applied.unchanged(existing[i], sum) {
+			// As the apply would have answered: the object as it is.
+			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())
+			continue
+		}
 		ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
 		err := k.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed and unstructured apply alike
 		end(err)
 		if err != nil {
 			return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 		}
+		k.Applied.record(obj, sum)
 	}
 	return nil
 }
@@ -293,6 +304,7 @@ func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
 	if err != nil || existing == nil || !metav1.IsControlledBy(existing, parent) {
 		return err
 	}
+	k.Applied.forget(existing)
 	ctx, end := tracing.Start(ctx, "delete "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
 	err = k.Client.Delete(ctx, existing, byUID(existing)...)
 	end(err)

@@ -124,7 +124,7 @@ type Reconciler struct {
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts.withDefaults()}
 	r.api = kilnAPI{client: c, fetchImage: r.opts.FetchImage}
-	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf}
+	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf, Applied: owned.NewApplied()}
 	return r
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -335,6 +336,30 @@ func TestDriftIsRepaired(t *testing.T) {
 	testenv.Eventually(t, func() error {
 		if got := deployment(t, ns, "drift-predictor").Spec.Template.Spec.Containers[0].Image; got != want {
 			return fmt.Errorf("image %s, want %s back", got, want)
+		}
+		return nil
+	})
+	// A Service (a kind without a generation) changed by somebody else is repaired too, though
+	// kiln does not send an apply that would change nothing.
+	makeReady(t, deployment(t, ns, "drift-predictor"))
+	svc := &corev1.Service{}
+	env.Await(t, ns, "drift-predictor", svc)
+	port := svc.Spec.Ports[0].TargetPort
+	testenv.Eventually(t, func() error {
+		fresh := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(svc), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Ports[0].TargetPort = intstr.FromInt32(9999)
+		return env.Client.Update(context.Background(), fresh)
+	})
+	testenv.Eventually(t, func() error {
+		fresh := &corev1.Service{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(svc), fresh); err != nil {
+			return err
+		}
+		if got := fresh.Spec.Ports[0].TargetPort; got != port {
+			return fmt.Errorf("target port %s, want %s back", got.String(), port.String())
 		}
 		return nil
 	})
