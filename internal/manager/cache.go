@@ -126,6 +126,18 @@ func keepJobSetSummary(obj any) (any, error) {
 	return js, nil
 }
 
+// keepDeploymentSummary is what kiln reads of a cached Deployment (an InferenceService's): all
+// but its managedFields and its pod template's spec, the bulk of it (the template's labels and
+// annotations say which model and revision it runs). kiln never writes a Deployment from what it
+// read; the one read of a template's spec (KServe's canaryTrafficPercent keeping the pods rolled
+// out before) goes to the apiserver.
+func keepDeploymentSummary(obj any) (any, error) {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		d.ManagedFields, d.Spec.Template.Spec = nil, corev1.PodSpec{}
+	}
+	return obj, nil
+}
+
 // keepServiceMeta is what kiln reads of a service: its metadata (the retry history annotations).
 func keepServiceMeta(obj any) (any, error) {
 	if svc, ok := obj.(*corev1.Service); ok {
@@ -260,7 +272,7 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 			&corev1.Pod{}:     {Label: owned, Transform: keepPodStatus, UnsafeDisableDeepCopy: &readOnly},
 			&corev1.Service{}: {Label: owned, Transform: keepServiceMeta, UnsafeDisableDeepCopy: &readOnly},
 			&batchv1.Job{}:    ofPyJob, &corev1.PersistentVolumeClaim{}: ofPyJob, &corev1.ConfigMap{}: ofPyJob, &networkingv1.NetworkPolicy{}: ofPyJob,
-			&appsv1.Deployment{}: ofService, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
+			&appsv1.Deployment{}: {Label: ofService.Label, Transform: keepDeploymentSummary}, &autoscalingv2.HorizontalPodAutoscaler{}: ofService,
 		},
 		// JobSets get their transform here, not in ByObject: a ByObject entry needs the kind
 		// served when the manager starts, and kiln starts without JobSet installed.

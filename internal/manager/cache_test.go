@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,5 +223,28 @@ func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
 	}
 	if pods.Label == nil || pods.Label.Matches(labels.Set{kubeflowv1.LabelOperatorName: "none"}) || pods.Label.Matches(labels.Set{}) {
 		t.Errorf("pods selected by %v, want none", pods.Label)
+	}
+}
+
+// A cached Deployment keeps what kiln reads (its replicas, selector, status, and its template's
+// labels and annotations), not its managedFields or its pod template's spec.
+func TestCachedDeploymentsKeepTheirSummary(t *testing.T) {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "x-predictor", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kiln"}}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"serving.kiln.dev/model-uri": "gs://m"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kserve-container", Image: "i"}}}}},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 2},
+	}
+	out, err := keepDeploymentSummary(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*appsv1.Deployment)
+	if got.ManagedFields != nil || len(got.Spec.Template.Spec.Containers) != 0 {
+		t.Errorf("kept managedFields %v and containers %v", got.ManagedFields, got.Spec.Template.Spec.Containers)
+	}
+	if *got.Spec.Replicas != 2 || got.Status.ReadyReplicas != 2 || got.Spec.Template.Annotations["serving.kiln.dev/model-uri"] != "gs://m" {
+		t.Errorf("lost what kiln reads: %+v", got)
 	}
 }

@@ -7,6 +7,7 @@ package owned
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
@@ -96,7 +97,9 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 // between the checks and the applies.
 func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
 	existing := make([]client.Object, len(objs))
+	sums := make([][sha256.Size]byte, len(objs))
 	for i, obj := range objs {
+		sums[i] = k.Applied.sum(obj) // as built: before the existing object's UID is set
 		var err error
 		if existing[i], err = k.read(ctx, obj); err != nil {
 			return err
@@ -114,7 +117,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 		}
 	}
 	for i, obj := range objs {
-		sum := k.Applied.sum(obj)
+		sum := sums[i]
 		if k.Applied.unchanged(existing[i], sum) {
 			// As the apply would have answered: the object as it is.
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())

@@ -171,7 +171,9 @@ func kserveMetrics(ext kservev1beta1.ComponentExtensionSpec) []autoscalingv2.Met
 // kserveAPI is KServe's InferenceService, its predictor served on the ServingRuntimes and
 // ClusterServingRuntimes the cache holds.
 type kserveAPI struct {
-	client     client.Reader
+	client client.Reader
+	// reader reads the apiserver: a Deployment's pod template, which the cache does not keep.
+	reader     client.Reader
 	fetchImage string
 	// ingressDomain, when set, exposes the services through Ingresses of ingressClass.
 	ingressDomain, ingressClass string
@@ -385,7 +387,7 @@ func (kserveAPI) kind() apiKind {
 // the engine kiln's own InferenceServices run on.
 func NewKServeReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	r := NewReconciler(c, reader, rec, clk, opts)
-	r.api = kserveAPI{client: c, fetchImage: r.opts.FetchImage, ingressDomain: r.opts.KServeIngressDomain, ingressClass: r.opts.KServeIngressClass}
+	r.api = kserveAPI{client: c, reader: reader, fetchImage: r.opts.FetchImage, ingressDomain: r.opts.KServeIngressDomain, ingressClass: r.opts.KServeIngressClass}
 	return r
 }
 

@@ -71,13 +71,22 @@ func (k kserveAPI) withCanary(ctx context.Context, isvc *kservev1beta1.Inference
 	if pct == nil || *pct >= 100 {
 		return nil
 	}
+	// The cache keeps a Deployment's template's annotations, not its spec: the apiserver has the
+	// pods to keep, when they are another revision.
 	live := &appsv1.Deployment{}
-	if err := k.client.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: e.base}, live); err != nil {
+	key := client.ObjectKey{Namespace: e.namespace, Name: e.base}
+	if err := k.client.Get(ctx, key, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	held := live.Spec.Template.Annotations[revisionAnnotation]
 	if held == "" || held == e.stable.template.Annotations[revisionAnnotation] || !metav1.IsControlledBy(live, isvc) {
 		return nil
+	}
+	if err := k.reader.Get(ctx, key, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if held = live.Spec.Template.Annotations[revisionAnnotation]; held == "" || held == e.stable.template.Annotations[revisionAnnotation] {
+		return nil // the cache was behind
 	}
 	latest := e.stable
 	e.stable = versionPods{template: *live.Spec.Template.DeepCopy(), model: live.Spec.Template.Annotations[modelURIAnnotation]}
@@ -127,7 +136,7 @@ func kserveRevisions(isvc *kservev1beta1.InferenceService, st *kservev1beta1.Inf
 	}
 	s, cp, exact := split(seen.sc, e.canaryPercent, seen.stable, seen.canary)
 	canaryOK, _, canaryMsg = versionReady(seen.canary, false, "")
-	how := fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: a Gateway API mesh that accepts kiln's HTTPRoute %s, or Istio's sidecars in the pods, would split them %d%% to %d%% exactly",
+	how := fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: a Gateway API mesh that accepts kiln's HTTPRoute %s, or Istio (its VirtualService API, and its sidecar in the pods), would split them %d%% to %d%% exactly",
 		s, cp, e.name, 100-e.canaryPercent, e.canaryPercent)
 	if seen.sc.meshPending {
 		how = fmt.Sprintf("requests split by ready replicas, %d%% to %d%%: Istio's VirtualService %s splits them %d%% to %d%% exactly once the pods run Istio's sidecar (label the namespace istio-injection=enabled)",
