@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,47 +115,13 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 		return nil, err
 	}
 	defer obs.stop()
-	kube, err := kubernetes.NewForConfig(cluster.Config)
+	objs := make([]client.Object, len(isvcs))
+	for i, isvc := range isvcs {
+		objs[i] = isvc
+	}
+	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, pid, mgr, profile, 0)
 	if err != nil {
 		return nil, err
-	}
-	before, err := apiserverLoad(ctx, kube)
-	if err != nil {
-		return nil, err
-	}
-	cpuBefore := must(cpuSeconds(pid))
-	componentsBefore := componentCPU(cluster)
-
-	obs.start()
-	if mgr != nil && profile > 0 {
-		go mgr.profile(profile)
-	}
-	err = parallel(ctx, len(isvcs), p.Parallelism, func(ctx context.Context, i int) error {
-		obs.created(isvcs[i].Name)
-		if err := c.Create(ctx, isvcs[i].DeepCopy()); err != nil {
-			return fmt.Errorf("creating InferenceService %s: %w", isvcs[i].Name, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	res, err := measured(ctx, obs, mode, p, p.Jobs, nodes, cluster, kube, before, componentsBefore)
-	if err != nil {
-		return nil, err
-	}
-	res.Operator = &OperatorStats{
-		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
-		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
-	}
-	if mgr != nil {
-		if res.Manager, err = mgr.stats(p.Jobs); err != nil {
-			return nil, err
-		}
-		fmt.Printf("   kiln: reconciles %v; writes %v\n", res.Manager.Reconciles, res.Manager.Writes)
-		if profile > 0 {
-			mgr.heapProfile()
-		}
 	}
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Ready %.1fs; controller %.1f CPU-s, %.0f MiB peak\n",
 		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB)

@@ -128,6 +128,24 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 		return nil, err
 	}
 	defer obs.stop()
+	objs := make([]client.Object, len(jobs))
+	for i, j := range jobs {
+		objs[i] = j
+	}
+	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, pods, obs, objs, pid, mgr, profile, jobSetPid)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
+		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB, res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB)
+	return res, nil
+}
+
+// measureOperator creates objs (the workload), obs watching, and measures the run and the
+// operator of process pid (kiln's manager when mgr is set, profiled for profile); jobSetPid, when
+// not 0, is JobSet's controller, measured too.
+func measureOperator(ctx context.Context, mode string, p Params, c client.Client, cluster *devcluster.Cluster, nodes, pods int, obs *observer,
+	objs []client.Object, pid int, mgr *managerProcess, profile time.Duration, jobSetPid int) (*Result, error) {
 	kube, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
 		return nil, err
@@ -143,10 +161,10 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	if mgr != nil && profile > 0 {
 		go mgr.profile(profile)
 	}
-	err = parallel(ctx, len(jobs), p.Parallelism, func(ctx context.Context, i int) error {
-		obs.created(jobs[i].Name)
-		if err := c.Create(ctx, jobs[i].DeepCopy()); err != nil {
-			return fmt.Errorf("creating TrainJob %s: %w", jobs[i].Name, err)
+	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
+		obs.created(objs[i].GetName())
+		if err := c.Create(ctx, objs[i].DeepCopyObject().(client.Object)); err != nil {
+			return fmt.Errorf("creating %s: %w", objs[i].GetName(), err)
 		}
 		return nil
 	})
@@ -160,7 +178,9 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	res.Operator = &OperatorStats{
 		CPUSeconds: must(cpuSeconds(pid)) - cpuBefore, PeakRSSMiB: must(peakRSSMiB(pid)),
 		AnonRSSMiB: must(statusMiB(pid, "RssAnon")), FileRSSMiB: must(statusMiB(pid, "RssFile")),
-		JobSetCPUSeconds: must(cpuSeconds(jobSetPid)) - jobSetBefore, JobSetPeakRSSMiB: must(peakRSSMiB(jobSetPid)),
+	}
+	if jobSetPid != 0 {
+		res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB = must(cpuSeconds(jobSetPid))-jobSetBefore, must(peakRSSMiB(jobSetPid))
 	}
 	if mgr != nil {
 		// kiln's requests and reconciles (read after its CPU: reading them costs some), in
@@ -173,8 +193,6 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 			mgr.heapProfile()
 		}
 	}
-	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
-		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB, res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB)
 	return res, nil
 }
 

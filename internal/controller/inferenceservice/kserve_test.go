@@ -44,6 +44,14 @@ func kservePlan(t *testing.T, doc string) plan { return kservePlanOn(t, doc, api
 
 func kservePlanOn(t *testing.T, doc string, have apis) plan {
 	t.Helper()
+	_, e := kserveEndpoint(t, doc, kserveAPI{})
+	return desired(&e, decide(&e, have, ""), have, Options{}.withDefaults())
+}
+
+// kserveEndpoint is the endpoint of a KServe InferenceService (YAML) on kserve-sklearnserver, as
+// api reads it (its canary, its Ingress).
+func kserveEndpoint(t *testing.T, doc string, api kserveAPI) (*kservev1beta1.InferenceService, endpoint) {
+	t.Helper()
 	var isvc kservev1beta1.InferenceService
 	if err := yaml.UnmarshalStrict([]byte(doc), &isvc); err != nil {
 		t.Fatal(err)
@@ -52,12 +60,17 @@ func kservePlanOn(t *testing.T, doc string, have apis) plan {
 	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
 		t.Fatal(err)
 	}
-	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr}))
+	runtimes := kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr})
+	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, runtimes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := fromKServe(&isvc, p, "kiln")
-	return desired(&e, decide(&e, have, ""), have, Options{}.withDefaults())
+	e.ingress = api.ingressOf(&isvc, e.address)
+	if err := api.withCanary(t.Context(), &isvc, &e, nil, runtimes); err != nil {
+		t.Fatal(err)
+	}
+	return &isvc, e
 }
 
 func find[T client.Object](objs []client.Object, name string) T {
@@ -224,28 +237,12 @@ func TestKilnPodsNeverCarryAnotherAPIsLabel(t *testing.T) {
 // them, and the address Service, the route's stable backend, selecting the stable pods alone (the
 // canary's pods behind it would take more than their share).
 func TestAKServeCanaryIsSplitExactlyByAnAcceptedRoute(t *testing.T) {
-	var isvc kservev1beta1.InferenceService
-	if err := yaml.UnmarshalStrict([]byte(`
+	_, e := kserveEndpoint(t, `
 metadata: {name: x, namespace: ns}
 spec:
   predictor: {sklearn: {storageUri: "gs://m/v1"}}
   canary: [{trafficPercent: 20, predictor: {name: v2, sklearn: {storageUri: "gs://m/v2"}}}]
-`), &isvc); err != nil {
-		t.Fatal(err)
-	}
-	var csr kservev1alpha1.ClusterServingRuntime
-	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
-		t.Fatal(err)
-	}
-	runtimes := kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr})
-	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, runtimes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := fromKServe(&isvc, p, "kiln")
-	if err := (kserveAPI{}).withCanary(t.Context(), &isvc, &e, nil, runtimes); err != nil {
-		t.Fatal(err)
-	}
+`, kserveAPI{})
 	have := apis{gateway: true}
 	plan := desired(&e, decide(&e, have, servingv1alpha1.TrafficHTTPRoute), have, Options{}.withDefaults())
 	c := find[*appsv1.Deployment](plan.want, "x-v2-predictor")
@@ -280,24 +277,11 @@ spec:
 // routed to its predictor's Service; IngressReady, Ready and url wait for an ingress controller to
 // admit it (an address in its status); cluster-local ones get none.
 func TestAKServeIngressIsClaimedOnceAdmitted(t *testing.T) {
-	var isvc kservev1beta1.InferenceService
-	if err := yaml.UnmarshalStrict([]byte(`
+	api := kserveAPI{ingressDomain: "models.example.com", ingressClass: "nginx"}
+	isvc, e := kserveEndpoint(t, `
 metadata: {name: x, namespace: ns, generation: 1}
 spec: {predictor: {sklearn: {storageUri: "gs://m/v1"}}}
-`), &isvc); err != nil {
-		t.Fatal(err)
-	}
-	var csr kservev1alpha1.ClusterServingRuntime
-	if err := yaml.UnmarshalStrict([]byte(sklearnRuntime), &csr); err != nil {
-		t.Fatal(err)
-	}
-	p, err := kserve.Build(&isvc, &isvc.Spec.Predictor, nil, kserve.Clustered([]kservev1alpha1.ClusterServingRuntime{csr}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := kserveAPI{ingressDomain: "models.example.com", ingressClass: "nginx"}
-	e := fromKServe(&isvc, p, "kiln")
-	e.ingress = api.ingressOf(&isvc, e.address)
+`, api)
 	plan := desired(&e, decide(&e, apis{}, ""), apis{}, Options{}.withDefaults())
 	in := find[*networkingv1.Ingress](plan.want, "x")
 	if in == nil || *in.Spec.IngressClassName != "nginx" || len(in.Spec.Rules) != 2 || in.Spec.Rules[0].Host != "x-ns.models.example.com" ||
@@ -315,14 +299,14 @@ spec: {predictor: {sklearn: {storageUri: "gs://m/v1"}}}
 		{&networkingv1.Ingress{Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{{IP: "10.0.0.9"}}}}},
 			"IngressAdmitted", "http://x-ns.models.example.com"},
 	} {
-		st := kserveStatus(&isvc, &e, observed{stable: ready, ingress: tc.seen})
+		st := kserveStatus(isvc, &e, observed{stable: ready, ingress: tc.seen})
 		c := meta.FindStatusCondition(st.Conditions, "IngressReady")
 		if c.Reason != tc.reason || meta.IsStatusConditionTrue(st.Conditions, "Ready") != (tc.url != "") || st.URL != tc.url {
 			t.Errorf("Ingress %+v: IngressReady %s, Ready %v, url %q; want %s and url %q", tc.seen, c.Reason, meta.IsStatusConditionTrue(st.Conditions, "Ready"), st.URL, tc.reason, tc.url)
 		}
 	}
 	isvc.Labels = map[string]string{"networking.kserve.io/visibility": "cluster-local"}
-	if api.ingressOf(&isvc, "x-predictor") != nil {
+	if api.ingressOf(isvc, "x-predictor") != nil {
 		t.Error("an Ingress for a cluster-local InferenceService")
 	}
 }
