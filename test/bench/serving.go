@@ -98,15 +98,9 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
 		return nil, err
 	}
-	var pid int
-	var stop func()
-	var mgr *managerProcess
-	if mode == modeServing {
-		if mgr, err = startManager(ctx, cluster, tools, dir, false, p.ManagerEnv, "--kinds=kserve-inferenceservice"); err != nil {
-			return nil, err
-		}
-		pid, stop = mgr.cmd.Process.Pid, mgr.stop
-	} else if pid, stop, err = startKServe(ctx, cluster, kserveDir, dir); err != nil {
+	pid, stop, mgr, err := startOperator(ctx, mode == modeServing, cluster, tools, dir, p, []string{"--kinds=kserve-inferenceservice"},
+		func() (int, func(), error) { return startKServe(ctx, cluster, kserveDir, dir) })
+	if err != nil {
 		return nil, err
 	}
 	defer stop()

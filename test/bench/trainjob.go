@@ -111,15 +111,9 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
 		return nil, err
 	}
-	var pid int
-	var stop func()
-	var mgr *managerProcess
-	if mode == modeTrainJob {
-		if mgr, err = startManager(ctx, cluster, tools, dir, false, p.ManagerEnv); err != nil {
-			return nil, err
-		}
-		pid, stop = mgr.cmd.Process.Pid, mgr.stop
-	} else if pid, stop, err = startTrainer(ctx, cluster, tools, dir); err != nil {
+	pid, stop, mgr, err := startOperator(ctx, mode == modeTrainJob, cluster, tools, dir, p, nil,
+		func() (int, func(), error) { return startTrainer(ctx, cluster, tools, dir) })
+	if err != nil {
 		return nil, err
 	}
 	defer stop()
@@ -139,6 +133,22 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Complete %.1fs; operator %.1f CPU-s, %.0f MiB peak; JobSet %.1f CPU-s, %.0f MiB peak\n",
 		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB, res.Operator.JobSetCPUSeconds, res.Operator.JobSetPeakRSSMiB)
 	return res, nil
+}
+
+// startOperator starts the run's operator: kiln's manager (with args, no webhooks) when kiln is
+// set, else the baseline controller; its process, how to stop it, and the manager (nil for the
+// baseline).
+func startOperator(ctx context.Context, kiln bool, cluster *devcluster.Cluster, tools, dir string, p Params, args []string,
+	baseline func() (int, func(), error)) (int, func(), *managerProcess, error) {
+	if !kiln {
+		pid, stop, err := baseline()
+		return pid, stop, nil, err
+	}
+	mgr, err := startManager(ctx, cluster, tools, dir, false, p.ManagerEnv, args...)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return mgr.cmd.Process.Pid, mgr.stop, mgr, nil
 }
 
 // measureOperator creates objs (the workload), obs watching, and measures the run and the
