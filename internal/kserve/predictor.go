@@ -58,7 +58,9 @@ type Predictor struct {
 	Protocol kservev1alpha1.Protocol
 }
 
-// Build is predictor p of isvc (its spec.predictor) as KServe runs it, on the runtimes given. The error is a *Failure when the spec or the runtime is at fault.
+// Build is predictor p of isvc (its spec.predictor, or a canary's: CanaryPredictor) as KServe
+// runs it, on the runtimes given. The error is a *Failure when the spec or the runtime is at
+// fault.
 func Build(isvc *kservev1beta1.InferenceService, p *kservev1beta1.PredictorSpec, namespaced, cluster []Runtime) (Predictor, error) {
 	out := Predictor{Name: PredictorName(isvc.Name, p.Name)}
 	meta := *isvc.ObjectMeta.DeepCopy()
