@@ -43,11 +43,14 @@ func desired(e *endpoint, sc scaling, have apis, opts Options) plan {
 		}
 	}
 	for _, name := range e.retired {
-		if name == predictorName(e, canary) { // the canary the spec has, or dropped above
+		if name == predictorName(e, stable) || name == predictorName(e, canary) { // the spec's, or dropped above
 			continue
 		}
 		m := objectMeta(e, name, canary)
 		p.drop = append(p.drop, &appsv1.Deployment{ObjectMeta: m}, &corev1.Service{ObjectMeta: m}, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: m})
+		if have.keda {
+			p.drop = append(p.drop, optional(e, scaledObjectGVK, name))
+		}
 	}
 	if have.gateway {
 		if e.canary != nil {

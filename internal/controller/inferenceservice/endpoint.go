@@ -47,7 +47,8 @@ type endpoint struct {
 	canary        *versionPods
 	canaryPercent int32
 	canaryName    string
-	// retired name the objects of canaries the spec no longer has, which go.
+	// retired name the versions the spec no longer has (canaries, a renamed predictor), whose
+	// objects go.
 	retired []string
 	// port serves requests; metrics is where the server publishes Prometheus metrics.
 	port    int32

@@ -126,7 +126,7 @@ func kserveNamed(isvc *kservev1beta1.InferenceService) endpoint {
 		labels:             map[string]string{LabelAPI: apiKServe},
 		mount:              kserveMount,
 		queue:              map[string]string{},
-		retired:            canariesRun(isvc),
+		retired:            retiredPredictors(isvc),
 		dropIngress:        ingressMade(isvc),
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -94,15 +95,23 @@ func (k kserveAPI) withCanary(ctx context.Context, isvc *kservev1beta1.Inference
 	return nil
 }
 
-// canariesRun are the names of the canaries isvc's status says run: its canaryStatuses', and the
-// <predictor>-canary of a canaryTrafficPercent split. Those the spec no longer asks for go.
-func canariesRun(isvc *kservev1beta1.InferenceService) []string {
+// retiredPredictors are the names of the versions isvc's status says run that the spec no longer
+// asks for, whose objects go: its canaryStatuses', the predictor a changed predictor.name named
+// before (as KServe, which deletes it), and the <predictor>-canary of a canaryTrafficPercent split.
+func retiredPredictors(isvc *kservev1beta1.InferenceService) []string {
 	var out []string
 	for _, c := range isvc.Status.CanaryStatuses {
 		out = append(out, kserve.PredictorName(isvc.Name, c.Name))
 	}
-	if len(isvc.Status.Components[kservePredictor].Traffic) > 1 {
-		out = append(out, kserve.PredictorName(isvc.Name, isvc.Spec.Predictor.Name)+"-canary")
+	ran := kserve.PredictorName(isvc.Name, isvc.Spec.Predictor.Name)
+	component := isvc.Status.Components[kservePredictor]
+	// A revision is <predictor>-<hash>: kserveRevisions names it.
+	if i := strings.LastIndexByte(component.LatestCreatedRevision, '-'); i > 0 && component.LatestCreatedRevision[:i] != ran {
+		ran = component.LatestCreatedRevision[:i]
+		out = append(out, ran)
+	}
+	if len(component.Traffic) > 1 {
+		out = append(out, ran+"-canary")
 	}
 	return out
 }

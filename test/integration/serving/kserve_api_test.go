@@ -632,4 +632,31 @@ func TestKServesNamedCanaryRunsBesideThePredictor(t *testing.T) {
 		return nil
 	})
 	condition(t, key, "Ready", metav1.ConditionTrue, "Ready")
+
+	// A new predictor.name (with a new model, as KServe asks) runs as iris-main-predictor; the
+	// predictor it named before goes, as KServe deletes it.
+	testenv.Eventually(t, func() error {
+		fresh := &kservev1beta1.InferenceService{}
+		if err := env.Client.Get(ctx, key, fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Predictor.Name, fresh.Spec.Predictor.SKLearn.StorageURI = "main", ptr.To("gs://m/iris-3")
+		return env.Client.Update(ctx, fresh)
+	})
+	rollOut(t, ns, "iris-main-predictor", "gs://m/iris-3")
+	testenv.Eventually(t, func() error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &autoscalingv2.HorizontalPodAutoscaler{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iris-predictor"}, o); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T iris-predictor still there after predictor.name changed: %v", o, err)
+			}
+		}
+		return nil
+	})
+	awaitKServe(t, key, func(isvc *kservev1beta1.InferenceService) error {
+		if a := isvc.Status.Address; a == nil || a.URL != "http://iris-main-predictor."+ns+".svc.cluster.local" {
+			return fmt.Errorf("address %+v, want iris-main-predictor's", a)
+		}
+		return nil
+	})
+	condition(t, key, "Ready", metav1.ConditionTrue, "Ready")
 }
