@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/logging"
 	"github.com/kiln-ml/kiln/internal/manager"
@@ -41,6 +44,14 @@ Usage:
   kiln install-kubectl DEST
                          copy kiln to DEST, where, named kubectl, it serves kubectl exec
                          (the init container of MPIJob launchers in kubectl-exec mode)
+
+What kubectl kiln does (kiln COMMAND -h for each; docs/cli.md):
+  kiln get [KIND|all]    every job and InferenceService in one table, and why each waits
+  kiln describe JOB      its status, why it waits, its replicas' pods and its events
+  kiln logs JOB          every replica's log, prefixed with the replica, -f follows restarts
+  kiln run SCRIPT.py     a PyJob from a local script; --follow ends with its result
+  kiln wait JOB          until it succeeded, runs or is ready (--for)
+  kiln suspend|resume|delete JOB
 `
 
 // commands are kiln's subcommands.
@@ -56,6 +67,19 @@ var commands = map[string]func(args []string) error{
 	},
 }
 
+// runUserCommand runs one of kubectl kiln's commands as kiln's, and says its exit code.
+func runUserCommand(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := cli.New("kiln", cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+	}
+	return cli.ExitCode(err)
+}
+
 func main() {
 	if filepath.Base(os.Args[0]) == "kubectl" {
 		if err := runKubectl(os.Args[1:]); err != nil {
@@ -69,6 +93,9 @@ func main() {
 		return
 	}
 	run, ok := commands[os.Args[1]]
+	if !ok && cli.Serves(os.Args[1]) {
+		os.Exit(runUserCommand(os.Args[1:]))
+	}
 	if !ok {
 		fmt.Fprintf(os.Stderr, "kiln: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)

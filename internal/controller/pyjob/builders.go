@@ -29,6 +29,9 @@ const (
 	ControllerName = "pyjob-controller"
 	// LabelPyJob names the PyJob of a Job, pod, service or claim.
 	LabelPyJob = "training.kiln.dev/pyjob-name"
+	// LabelPyJobShort names a pod's PyJob too, so that `kubectl logs -l pyjob-name=<name>` finds
+	// its pods.
+	LabelPyJobShort = "pyjob-name"
 	// ContainerName is the training container.
 	ContainerName = "trainer"
 	// MasterPort is torch.distributed's default port, on worker 0.
@@ -54,6 +57,13 @@ func OutputClaimName(job *trainingv1alpha1.PyJob) string {
 
 func labels(job *trainingv1alpha1.PyJob) map[string]string {
 	return map[string]string{LabelPyJob: job.Name, kubeflowv1.LabelOperatorName: ControllerName}
+}
+
+// podLabels are a worker pod's labels: the PyJob's, and the short one users select with.
+func podLabels(job *trainingv1alpha1.PyJob) map[string]string {
+	l := labels(job)
+	l[LabelPyJobShort] = job.Name
+	return l
 }
 
 func ownerRef(job *trainingv1alpha1.PyJob) metav1.OwnerReference {
@@ -188,7 +198,7 @@ func desiredJob(job *trainingv1alpha1.PyJob) *batchv1.Job {
 	s := job.Spec
 	n := s.Workers
 	pod := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels(job), Annotations: podAnnotations(job)},
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels(job), Annotations: podAnnotations(job)},
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
 			Containers:         []corev1.Container{trainer(job)},

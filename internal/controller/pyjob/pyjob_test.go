@@ -194,6 +194,9 @@ func TestDesiredJob(t *testing.T) {
 	if _, ok := pod.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || pod.Annotations["kiln.dev/simulate-duration"] != "1s" {
 		t.Errorf("pod annotations %v: want the PyJob's, without kubectl's", pod.Annotations)
 	}
+	if pod.Labels[LabelPyJob] != "bert" || pod.Labels["pyjob-name"] != "bert" {
+		t.Errorf("pod labels %v: want %s and pyjob-name (kubectl logs -l pyjob-name=bert) naming the PyJob", pod.Labels, LabelPyJob)
+	}
 	c := pod.Spec.Containers[0]
 	if got := c.Resources.Limits["nvidia.com/gpu"]; got.Value() != 2 {
 		t.Errorf("gpu limit %v, want 2", got.String())

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// serverContainers are the containers that run a job's or a model server's code, by the names
+// kiln gives them (Kubeflow's frameworks, PyJob's, TrainJob's, KServe's): logs reads these unless
+// -c names another or the pod names its default.
+var serverContainers = []string{"tensorflow", "pytorch", "xgboost", "jax", "paddle", "mpi", "trainer", "node", "kserve-container", "predictor"}
+
+type logOptions struct {
+	replica, container string
+	follow, previous   bool
+	since              time.Duration
+}
+
+func (s *session) logsCommand() *cobra.Command {
+	var o logOptions
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Every replica's log, each line prefixed with its replica ([worker-1]), following new and restarted pods",
+		Example: `  kubectl kiln logs mnist
+  kubectl kiln logs mnist --replica worker-1 -f
+  kubectl kiln logs mnist --replica worker --previous`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			j, err := s.find(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return s.logs(cmd.Context(), j, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.replica, "replica", "all", "a replica (worker-1), a replica type (worker), or all")
+	cmd.Flags().StringVarP(&o.container, "container", "c", "", "the container (default: the pod's server or training container)")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the logs, of new and restarted pods too, until the job ends")
+	cmd.Flags().BoolVarP(&o.previous, "previous", "p", false, "a restarted replica's previous run first")
+	cmd.Flags().DurationVar(&o.since, "since", 0, "only lines newer than this (5m, 1h)")
+	return cmd
+}
+
+// wanted says whether replica is one o asks for.
+func (o logOptions) wanted(replica string) bool {
+	return o.replica == "" || o.replica == "all" || o.replica == replica || o.replica == replicaType(replica)
+}
+
+// mainContainer is the container of pod whose log is read: -c's, the pod's default container,
+// else the first that runs the job's code, else the first.
+func mainContainer(pod *corev1.Pod, asked string) string {
+	if asked != "" {
+		return asked
+	}
+	if c := pod.Annotations["kubectl.kubernetes.io/default-container"]; c != "" {
+		return c
+	}
+	for _, c := range pod.Spec.Containers {
+		if slices.Contains(serverContainers, c.Name) {
+			return c.Name
+		}
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	return pod.Spec.Containers[0].Name
+}
+
+// logs prints the logs of j's replicas o asks for.
+func (s *session) logs(ctx context.Context, j job, o logOptions) error {
+	out := &prefixed{w: s.Out}
+	if !o.follow {
+		pods, err := s.pods(ctx, j)
+		if err != nil {
+			return err
+		}
+		found := false
+		for i := range pods {
+			p := &pods[i]
+			replica := j.kind.replicaName(p)
+			if !o.wanted(replica) {
+				continue
+			}
+			found = true
+			if err := s.podLog(ctx, p, replica, o, false, out); err != nil {
+				fmt.Fprintf(s.ErrOut, "[%s] %v\n", replica, err)
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s has no pods%s yet", j.ref(), replicaSaid(o.replica))
+		}
+		return nil
+	}
+	return s.follow(ctx, j, o, out)
+}
+
+func replicaSaid(replica string) string {
+	if replica == "" || replica == "all" {
+		return ""
+	}
+	return " for replica " + replica
+}
+
+// podLog prints one pod's log: its previous run first when asked and there was one, then the
+// current one, followed when follow says.
+func (s *session) podLog(ctx context.Context, p *corev1.Pod, replica string, o logOptions, follow bool, out *prefixed) error {
+	container := mainContainer(p, o.container)
+	if o.previous && restartsOf(p, container) > 0 {
+		if err := s.stream(ctx, p, container, replica+" previous", o, true, false, out); err != nil {
+			return err
+		}
+	}
+	return s.stream(ctx, p, container, replica, o, false, follow, out)
+}
+
+func (s *session) stream(ctx context.Context, p *corev1.Pod, container, prefix string, o logOptions, previous, follow bool, out *prefixed) error {
+	opts := &corev1.PodLogOptions{Container: container, Follow: follow, Previous: previous}
+	if o.since > 0 && !previous {
+		secs := int64(o.since.Seconds())
+		opts.SinceSeconds = &secs
+	}
+	rc, err := s.core.Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	return out.copy(prefix, rc)
+}
+
+func restartsOf(p *corev1.Pod, container string) int32 {
+	if cs := statusOf(p, container); cs != nil {
+		return cs.RestartCount
+	}
+	return 0
+}
+
+func statusOf(p *corev1.Pod, container string) *corev1.ContainerStatus {
+	for i, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// follow streams every wanted replica's log as its pods are created and restarted, until the
+// job ends and every stream has ended (or ctx ends: Ctrl-C).
+func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	running := 0
+	followed := map[string]bool{} // by pod UID
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	defer wg.Wait()
+	for {
+		pods, err := s.pods(ctx, j)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		for i := range pods {
+			p := pods[i]
+			replica := j.kind.replicaName(&p)
+			if followed[string(p.UID)] || !o.wanted(replica) {
+				continue
+			}
+			followed[string(p.UID)] = true
+			mu.Lock()
+			running++
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() { mu.Lock(); running--; mu.Unlock() }()
+				if err := s.followPod(ctx, &p, replica, o, out); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(s.ErrOut, "[%s] %v\n", replica, err)
+				}
+			})
+		}
+		ended, err := s.ended(ctx, j)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		mu.Lock()
+		idle := running == 0
+		mu.Unlock()
+		if ended && idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// ended says whether j has ended (serving kinds never do); gone counts as ended.
+func (s *session) ended(ctx context.Context, j job) (bool, error) {
+	if j.kind.serving {
+		return false, nil
+	}
+	obj, err := s.dyn.Resource(j.kind.gvr).Namespace(j.obj.GetNamespace()).Get(ctx, j.name(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return j.kind.summarize(obj).ended, nil
+}
+
+// followPod streams each run of the pod's container as it starts (a restart starts a new
+// stream), until the pod has ended or gone.
+func (s *session) followPod(ctx context.Context, p *corev1.Pod, replica string, o logOptions, out *prefixed) error {
+	container := mainContainer(p, o.container)
+	streamed := int32(-1) // the restart count of the run last streamed
+	if o.previous && restartsOf(p, container) > 0 {
+		if err := s.stream(ctx, p, container, replica+" previous", o, true, false, out); err != nil {
+			return err
+		}
+	}
+	for {
+		fresh, err := s.core.Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && fresh.UID != p.UID) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cs := statusOf(fresh, container)
+		started := cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil)
+		switch {
+		case started && cs.RestartCount > streamed:
+			streamed = cs.RestartCount
+			if err := s.stream(ctx, fresh, container, replica, o, false, true, out); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			continue
+		case fresh.Status.Phase == corev1.PodSucceeded || fresh.Status.Phase == corev1.PodFailed || fresh.DeletionTimestamp != nil:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// prefixed writes whole lines, each after its replica's prefix, from streams read at once.
+type prefixed struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// lineLimit is the longest log line read whole; a longer one is cut.
+const lineLimit = 1 << 20
+
+func (p *prefixed) copy(prefix string, r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), lineLimit)
+	for sc.Scan() {
+		p.mu.Lock()
+		_, err := fmt.Fprintf(p.w, "[%s] %s\n", prefix, strings.TrimRight(sc.Text(), "\r"))
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
