@@ -23,9 +23,10 @@ KILN_API_PATHS = ./api/kubeflow.org/...;./api/serving/...;./api/trainer.kubeflow
 .PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run bench release
 all: build
 
-build: ## Build bin/kiln, stamped with its version (bin/kiln version), and bin/kiln-fetch.
+build: ## Build bin/kiln, stamped with its version (bin/kiln version), bin/kiln-fetch and bin/kubectl-kiln.
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kiln ./cmd/kiln
 	$(GO) build -o bin/kiln-fetch ./cmd/kiln-fetch
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-kiln ./cmd/kubectl-kiln
 
 tools: ## Build (once) every pinned control-plane, add-on and generator binary and print their folder.
 	@bash hack/tools.sh all
@@ -73,8 +74,8 @@ fuzz: ## Run each fuzz target for FUZZ_BUDGET executions.
 run: ## A local cluster, kiln and the samples; Ctrl-C tears it down.
 	@tools=$$(bash hack/tools.sh cluster) && $(MAKE) --no-print-directory build && ./bin/kiln dev --tools "$$tools"
 
-release: ## dist/install.yaml and the Helm chart dist/kiln-<version>.tgz, kiln's image pinned to VERSION (hack/version.sh).
-	$(GO) run ./hack/release -version $(VERSION) -out dist
+release: ## dist/install.yaml, the Helm chart dist/kiln-<version>.tgz (kiln's image pinned to VERSION, hack/version.sh), kubectl-kiln for Linux and macOS, its krew manifest dist/kiln.yaml.
+	$(GO) run ./hack/release -version $(VERSION) -commit $(COMMIT) -out dist
 
 bench: build ## Benchmark kiln against the apiserver's floor; J, W, D, FOREIGN, PYTORCH, MODES, ROUNDS, PROFILE, OUT tune it.
 	@KILN_TOOLS_DIR=$(BENCH_TOOLS) $(GO) run ./test/bench

@@ -11,8 +11,9 @@ export KILN_TOOLS_DIR KUBEBUILDER_ASSETS
 go test -count=1 -timeout 20m ./...
 # The release target itself (its contents are checked by test/integration/release).
 make --no-print-directory release >/dev/null
-for f in dist/install.yaml "dist/kiln-$(bash hack/version.sh | sed 's/^v//').tgz"; do
+version=$(bash hack/version.sh)
+for f in dist/install.yaml "dist/kiln-${version#v}.tgz" dist/kiln.yaml dist/kubectl-kiln_"$version"_{linux,darwin}_{amd64,arm64}.tar.gz; do
 	[ -s "$f" ] || { echo "make release did not write $f" >&2; exit 1; }
 done
-echo "make release: dist/install.yaml and the chart written"
+echo "make release: dist/install.yaml, the chart, kubectl-kiln for 4 platforms and its krew manifest written"
 bash hack/fuzz.sh "${FUZZ_BUDGET:-10000x}"

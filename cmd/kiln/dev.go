@@ -129,7 +129,7 @@ func runDev(args []string) error {
 	}
 	fmt.Printf("all samples finished: jobs done, InferenceServices Ready (%s after start)\n\n", time.Since(start).Round(100*time.Millisecond))
 	abs, _ := filepath.Abs(cluster.Kubeconfig)
-	fmt.Printf("The cluster and kiln stay up. Use it with:\n\n  export KUBECONFIG=%s\n  %s get tfjobs,pytorchjobs,xgboostjobs,jaxjobs,paddlejobs,mpijobs,pyjobs,trainjobs,inferenceservices.serving.kiln.dev,inferenceservices.serving.kserve.io,pods\n\nCtrl-C tears everything down.\n", abs, filepath.Join(o.ToolsDir, "kubectl"))
+	fmt.Print(useIt(abs, o.ToolsDir))
 	select {
 	case <-ctx.Done():
 	case err := <-mgrDone:
@@ -268,4 +268,26 @@ func listSamples(ctx context.Context, c client.Client) (samples, error) {
 		s.services = append(s.services, devcluster.KServeInferenceServiceRow(&kserveISVCs.Items[i], now))
 	}
 	return s, nil
+}
+
+// useIt says how to use the local cluster whose kubeconfig is at kubeconfig: kubectl kiln, through
+// the kubectl of toolsDir and the kubectl-kiln make build puts beside this binary (or this
+// binary's own commands, without it).
+func useIt(kubeconfig, toolsDir string) string {
+	kiln, _ := os.Executable()
+	bin := filepath.Dir(kiln)
+	cmd := "kubectl kiln"
+	if _, err := os.Stat(filepath.Join(bin, "kubectl-kiln")); err != nil {
+		cmd = kiln
+	}
+	return fmt.Sprintf(`The cluster and kiln stay up. Use it with:
+
+  export KUBECONFIG=%s PATH=%s:%s:$PATH
+  %[4]s get                          # every job and InferenceService, and why each waits
+  %[4]s describe pytorch-mnist       # its status, replicas, pods and events
+  %[4]s logs pytorch-mnist           # every replica's log, [master-0] [worker-0] ...
+  kubectl get pods
+
+Ctrl-C tears everything down.
+`, kubeconfig, bin, toolsDir, cmd)
 }

@@ -73,11 +73,7 @@ func runUserCommand(args []string) int {
 	defer stop()
 	root := cli.New("kiln", cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-	}
-	return cli.ExitCode(err)
+	return cli.Report(os.Stderr, root.ExecuteContext(ctx))
 }
 
 func main() {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,9 +15,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cli.New("kubectl kiln", cli.Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).ExecuteContext(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-	}
 	stop()
-	os.Exit(cli.ExitCode(err))
+	os.Exit(cli.Report(os.Stderr, err))
 }

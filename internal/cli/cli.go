@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 // New is the command named use ("kubectl kiln", or "kiln"), reading and writing streams.
@@ -42,7 +44,9 @@ A JOB is a name, or KIND/NAME where two kinds share the name (pytorchjob/mnist, 
 	flags.StringVar(&s.rules.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "path to the kubeconfig file")
 	clientcmd.BindOverrideFlags(&s.overrides, flags, clientcmd.RecommendedConfigOverrideFlags(""))
 	root.AddCommand(s.getCommand(), s.describeCommand(), s.logsCommand(), s.waitCommand(),
-		s.suspendCommand(true), s.suspendCommand(false), s.deleteCommand(), s.runCommand())
+		s.suspendCommand(true), s.suspendCommand(false), s.deleteCommand(), s.runCommand(),
+		&cobra.Command{Use: "version", Short: "The version and commit of this build", Args: cobra.NoArgs,
+			Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(s.Out, version.String()) }})
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

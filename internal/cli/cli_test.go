@@ -112,6 +112,7 @@ func TestReplicaNames(t *testing.T) {
 		{kindOf(t, "PyTorchJob", "kubeflow.org"), pod(map[string]string{"training.kubeflow.org/replica-type": "Worker", "training.kubeflow.org/replica-index": "1"}), "worker-1"},
 		{kindOf(t, "TrainJob", "trainer.kubeflow.org"), pod(map[string]string{"jobset.sigs.k8s.io/replicatedjob-name": "node", "batch.kubernetes.io/job-completion-index": "0"}), "node-0"},
 		{kindOf(t, "PyJob", "training.kiln.dev"), pod(map[string]string{"batch.kubernetes.io/job-completion-index": "2"}), "worker-2"},
+		{kindOf(t, "PyJob", "training.kiln.dev"), pod(nil), "worker-0"},
 		{kindOf(t, "InferenceService", "serving.kserve.io"), pod(nil), "p-abc"},
 	}
 	for _, tt := range tests {
@@ -197,7 +198,8 @@ func TestSuspendPatches(t *testing.T) {
 }
 
 func TestRunBuildsThePyJob(t *testing.T) {
-	o := runOptions{image: "python:3.12", gpus: 1, workers: 2, dataset: "imagenet:/data", output: "20Gi", env: []string{"LR=0.1"}}
+	o := runOptions{image: "python:3.12", gpus: 1, workers: 2, backoffLimit: -1, dataset: "imagenet:/data", output: "20Gi", env: []string{"LR=0.1"},
+		labels: []string{"kueue.x-k8s.io/queue-name=team-a"}, annotations: []string{"kiln.dev/simulate-duration=3s"}}
 	got, err := pyJobFor("scripts/Train_MNIST.py", "print(1)\n", []string{"--epochs", "3"}, "team-a", o)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +207,8 @@ func TestRunBuildsThePyJob(t *testing.T) {
 	want := obj(t, `
 apiVersion: training.kiln.dev/v1beta1
 kind: PyJob
-metadata: {generateName: train-mnist-, namespace: team-a}
+metadata: {generateName: train-mnist-, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: team-a},
+  annotations: {kiln.dev/simulate-duration: 3s}}
 spec:
   image: python:3.12
   script: "print(1)\n"
@@ -223,7 +226,7 @@ spec:
 	if diff := cmp.Diff(want.Object, obj(t, string(b)).Object); diff != "" {
 		t.Errorf("PyJob (-want +got):\n%s", diff)
 	}
-	for _, bad := range []runOptions{{dataset: "imagenet"}, {dataset: "imagenet:data"}, {output: "lots"}, {env: []string{"LR"}}} {
+	for _, bad := range []runOptions{{dataset: "imagenet"}, {dataset: "imagenet:data"}, {output: "lots"}, {env: []string{"LR"}}, {labels: []string{"=x"}}} {
 		if _, err := pyJobFor("t.py", "", nil, "a", bad); err == nil {
 			t.Errorf("%+v: want an error naming the flag", bad)
 		}

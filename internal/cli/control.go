@@ -88,22 +88,20 @@ func (s *session) wait(ctx context.Context, j job, until string) error {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
-		obj, err := s.dyn.Resource(j.kind.gvr).Namespace(j.obj.GetNamespace()).Get(ctx, j.name(), metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s was deleted", j.ref())
-			}
-			if ctx.Err() != nil {
-				return s.waitedTooLong(j, until, start)
-			}
+		sum, _, err := s.now(ctx, &j)
+		switch {
+		case ctx.Err() != nil:
+			return s.waitedTooLong(j, until, start)
+		case err != nil:
 			return err
+		case sum.state == "Deleted":
+			return fmt.Errorf("%s was deleted", j.ref())
 		}
-		j.obj = obj
 		pods, err := s.pods(ctx, j)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
-		sum, pr := j.kind.summarize(obj), progressOf(j, pods)
+		pr := progressOf(j, pods)
 		if tty {
 			fmt.Fprintf(s.ErrOut, "\r\x1b[K%s: %s, %s, %s", j.ref(), sum.state, pr, duration.HumanDuration(time.Since(start)))
 		}

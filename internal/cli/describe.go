@@ -77,7 +77,10 @@ func describe(out io.Writer, j job, pods []corev1.Pod, events []corev1.Event, no
 		why = append(why, oneLine(sum.why))
 	}
 	for i := range pods {
-		if _, msg := stuck.Pod(&pods[i], j.kind.replicaName(&pods[i])); msg != "" && !slices.Contains(why, msg) {
+		p := &pods[i]
+		reason, msg := stuck.Pod(p, j.kind.replicaName(p))
+		// The status may say it already, naming the pod.
+		if msg != "" && !slices.Contains(why, msg) && !(strings.Contains(sum.why, p.Name) && strings.Contains(sum.why, reason)) {
 			why = append(why, msg)
 		}
 	}

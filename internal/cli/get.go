@@ -191,6 +191,9 @@ func (s *session) watch(ctx context.Context, ks []kind, ns string, t table) erro
 	defer tick.Stop()
 	for first := true; ; first = false {
 		rows, _, err := s.rows(ctx, ks, ns)
+		if ctx.Err() != nil {
+			return nil // Ctrl-C
+		}
 		if err != nil {
 			return err
 		}

@@ -248,6 +248,8 @@ func (k kind) replicaName(pod *corev1.Pod) string {
 		return l["jobset.sigs.k8s.io/replicatedjob-name"] + "-" + l["batch.kubernetes.io/job-completion-index"]
 	case k.name == "PyJob" && l["batch.kubernetes.io/job-completion-index"] != "":
 		return "worker-" + l["batch.kubernetes.io/job-completion-index"]
+	case k.name == "PyJob": // one worker: its Job is not indexed
+		return "worker-0"
 	}
 	return pod.Name
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // serverContainers are the containers that run a job's or a model server's code, by the names
@@ -164,7 +164,12 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 	followed := map[string]bool{} // by pod UID
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	defer out.clearStatus()
 	defer wg.Wait()
+	if isTerminal(s.ErrOut) {
+		out.status = s.ErrOut
+	}
+	start := time.Now()
 	for {
 		pods, err := s.pods(ctx, j)
 		if err != nil && ctx.Err() == nil {
@@ -187,10 +192,11 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 				}
 			})
 		}
-		ended, err := s.ended(ctx, j)
+		sum, ended, err := s.now(ctx, &j)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
+		out.setStatus(fmt.Sprintf("%s: %s, %s, %s", j.ref(), sum.state, progressOf(j, pods), duration.HumanDuration(time.Since(start))))
 		mu.Lock()
 		idle := running == 0
 		mu.Unlock()
@@ -205,19 +211,19 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 	}
 }
 
-// ended says whether j has ended (serving kinds never do); gone counts as ended.
-func (s *session) ended(ctx context.Context, j job) (bool, error) {
-	if j.kind.serving {
-		return false, nil
-	}
+// now reads j again (into j) and says what its status says and whether it has ended (serving
+// kinds never end; a job that is gone has).
+func (s *session) now(ctx context.Context, j *job) (summary, bool, error) {
 	obj, err := s.dyn.Resource(j.kind.gvr).Namespace(j.obj.GetNamespace()).Get(ctx, j.name(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return summary{state: "Deleted"}, true, nil
 	}
 	if err != nil {
-		return false, err
+		return summary{}, false, err
 	}
-	return j.kind.summarize(obj).ended, nil
+	j.obj = obj
+	sum := j.kind.summarize(obj)
+	return sum, sum.ended && !j.kind.serving, nil
 }
 
 // followPod streams each run of the pod's container as it starts (a restart starts a new
@@ -243,7 +249,7 @@ func (s *session) followPod(ctx context.Context, p *corev1.Pod, replica string, 
 		switch {
 		case started && cs.RestartCount > streamed:
 			streamed = cs.RestartCount
-			if err := s.stream(ctx, fresh, container, replica, o, false, true, out); err != nil && !errors.Is(err, context.Canceled) {
+			if err := s.followRun(ctx, fresh, container, replica, o, out); err != nil {
 				return err
 			}
 			continue
@@ -258,10 +264,64 @@ func (s *session) followPod(ctx context.Context, p *corev1.Pod, replica string, 
 	}
 }
 
-// prefixed writes whole lines, each after its replica's prefix, from streams read at once.
+// drain is how long a followed stream may still deliver lines once its run has ended.
+const drain = 2 * time.Second
+
+// followRun streams one run of the pod's container, following it. A kubelet ends the stream when
+// the run ends; not every server does (kwok keeps it open), so the stream is also ended once the
+// pod shows the run over and its last lines had drain to arrive.
+func (s *session) followRun(ctx context.Context, p *corev1.Pod, container, replica string, o logOptions, out *prefixed) error {
+	restarts := restartsOf(p, container)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(pollEvery):
+			}
+			if s.runOver(runCtx, p, container, restarts) {
+				select {
+				case <-runCtx.Done():
+				case <-time.After(drain):
+				}
+				cancel()
+				return
+			}
+		}
+	}()
+	err := s.stream(runCtx, p, container, replica, o, false, true, out)
+	if ctx.Err() == nil && runCtx.Err() != nil {
+		return nil // ended here, as the run did
+	}
+	return err
+}
+
+// runOver says whether the run of the pod's container that had restarts restarts has ended: the
+// pod is gone or replaced, the container ended or restarted.
+func (s *session) runOver(ctx context.Context, p *corev1.Pod, container string, restarts int32) bool {
+	fresh, err := s.core.Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	case fresh.UID != p.UID || fresh.DeletionTimestamp != nil:
+		return true
+	}
+	cs := statusOf(fresh, container)
+	return cs != nil && (cs.RestartCount != restarts || cs.State.Terminated != nil)
+}
+
+// prefixed writes whole lines, each after its replica's prefix, from streams read at once; on a
+// terminal it keeps a progress line under them.
 type prefixed struct {
 	mu sync.Mutex
 	w  io.Writer
+	// status is the terminal the progress line is drawn on, nil for none; line is that line.
+	status io.Writer
+	line   string
 }
 
 // lineLimit is the longest log line read whole; a longer one is cut.
@@ -272,11 +332,37 @@ func (p *prefixed) copy(prefix string, r io.Reader) error {
 	sc.Buffer(make([]byte, 64*1024), lineLimit)
 	for sc.Scan() {
 		p.mu.Lock()
+		p.erase()
 		_, err := fmt.Fprintf(p.w, "[%s] %s\n", prefix, strings.TrimRight(sc.Text(), "\r"))
+		p.draw()
 		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
 	return sc.Err()
+}
+
+// setStatus draws line as the progress line, in place of the one before.
+func (p *prefixed) setStatus(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.erase()
+	p.line = line
+	p.draw()
+}
+
+// clearStatus erases the progress line for good.
+func (p *prefixed) clearStatus() { p.setStatus("") }
+
+func (p *prefixed) erase() {
+	if p.status != nil && p.line != "" {
+		fmt.Fprint(p.status, "\r\x1b[K")
+	}
+}
+
+func (p *prefixed) draw() {
+	if p.status != nil && p.line != "" {
+		fmt.Fprint(p.status, p.line)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,8 +24,8 @@ const outputPath = "/mnt/output"
 
 type runOptions struct {
 	name, image, dataset, output, dryRun, format string
-	gpus, workers                                int32
-	env                                          []string
+	gpus, workers, backoffLimit                  int32
+	env, labels, annotations                     []string
 	follow                                       bool
 }
 
@@ -46,9 +47,12 @@ func (s *session) runCommand() *cobra.Command {
 	f.StringVar(&o.image, "image", DefaultImage, "the image the script runs in")
 	f.Int32Var(&o.gpus, "gpus", 0, "GPUs per worker")
 	f.Int32Var(&o.workers, "workers", 1, "workers (pods); more than one runs it distributed")
+	f.Int32Var(&o.backoffLimit, "backoff-limit", -1, "retries of failed pods before the run fails (default: the PyJob's, 6)")
 	f.StringVar(&o.dataset, "dataset", "", "CLAIM:PATH, an existing claim holding the data, mounted at PATH (DATASET_PATH)")
 	f.StringVar(&o.output, "output", "", "SIZE of a claim for the results, kept after the run, at "+outputPath+" (OUTPUT_PATH)")
 	f.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the script's environment (repeatable)")
+	f.StringArrayVar(&o.labels, "label", nil, "KEY=VALUE, a label of the PyJob (repeatable): kueue.x-k8s.io/queue-name=team-a")
+	f.StringArrayVar(&o.annotations, "annotation", nil, "KEY=VALUE, an annotation of the PyJob and its pods (repeatable)")
 	f.BoolVarP(&o.follow, "follow", "f", false, "follow the run's logs until it ends; exit with its result (0 when it succeeded)")
 	f.StringVar(&o.dryRun, "dry-run", "none", "client: print the PyJob, create nothing")
 	f.StringVarP(&o.format, "output-format", "o", "", "with --dry-run=client: yaml or json")
@@ -67,6 +71,9 @@ func pyJobFor(scriptPath, script string, args []string, ns string, o runOptions)
 	}
 	if o.workers != 1 {
 		spec["workers"] = int64(o.workers)
+	}
+	if o.backoffLimit >= 0 {
+		spec["backoffLimit"] = int64(o.backoffLimit)
 	}
 	if o.gpus > 0 {
 		spec["gpus"] = map[string]any{"count": int64(o.gpus)}
@@ -96,6 +103,20 @@ func pyJobFor(scriptPath, script string, args []string, ns string, o runOptions)
 		spec["env"] = env
 	}
 	meta := map[string]any{"namespace": ns}
+	for field, pairs := range map[string][]string{"labels": o.labels, "annotations": o.annotations} {
+		if len(pairs) == 0 {
+			continue
+		}
+		m := map[string]any{}
+		for _, kv := range pairs {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--%s %q: give KEY=VALUE", strings.TrimSuffix(field, "s"), kv)
+			}
+			m[k] = v
+		}
+		meta[field] = m
+	}
 	if o.name != "" {
 		meta["name"] = o.name
 	} else {
@@ -175,11 +196,10 @@ func (s *session) run(ctx context.Context, scriptPath string, args []string, o r
 		return &Exit{Code: 130, Message: fmt.Sprintf("%s keeps running: follow it again with kubectl kiln logs %s -n %s -f, stop it with kubectl kiln delete %s -n %s",
 			j.ref(), j.ref(), ns, j.ref(), ns)}
 	}
-	fresh, err := s.dyn.Resource(k.gvr).Namespace(ns).Get(context.WithoutCancel(ctx), j.name(), metav1.GetOptions{})
+	sum, _, err := s.now(ctx, &j)
 	if err != nil {
 		return err
 	}
-	sum := k.summarize(fresh)
 	if sum.failed {
 		return &Exit{Code: 1, Message: fmt.Sprintf("%s failed: %s", j.ref(), orNone(oneLine(sum.why)))}
 	}
@@ -195,14 +215,17 @@ type Exit struct {
 
 func (e *Exit) Error() string { return e.Message }
 
-// ExitCode is the exit code err asks for: an *Exit's, else 1 (0 for nil).
-func ExitCode(err error) int {
+// Report writes what err says to w (an *Exit's message as it is, any other after "error: ")
+// and returns the exit code it asks for: an *Exit's, 1 for any other error, 0 for none.
+func Report(w io.Writer, err error) int {
 	var e *Exit
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &e):
+		fmt.Fprintln(w, e.Message)
 		return e.Code
 	}
+	fmt.Fprintln(w, "error:", err)
 	return 1
 }

@@ -55,6 +55,7 @@ type Cluster struct {
 	Client     client.Client
 	opts       Options
 	jobSet     *Process // JobSet's controller, once StartJobSet ran
+	logsConfig string   // the ClusterLogs kwok reads (simulatedLogs)
 }
 
 // DefaultWorkDir is where clusters live unless Options.WorkDir says otherwise.
@@ -82,6 +83,10 @@ func Create(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c := &Cluster{Name: o.Name, Kubeconfig: filepath.Join(o.WorkDir, "clusters", o.Name, "kubeconfig.yaml"), opts: o}
 	_ = c.Delete() // a cluster left behind by an interrupted run
+	var err error
+	if c.logsConfig, err = simulatedLogs(c.logsDir(), time.Now()); err != nil {
+		return nil, fmt.Errorf("writing the simulated logs: %w", err)
+	}
 	if err := c.create(ctx); err != nil {
 		_ = c.Delete()
 		return nil, fmt.Errorf("creating cluster %s: %w", o.Name, err)
@@ -184,8 +189,14 @@ func (c *Cluster) createArgs() []string {
 	for _, s := range c.opts.Stages {
 		args = append(args, "-c", s)
 	}
+	if c.logsConfig != "" {
+		args = append(args, "-c", c.logsConfig)
+	}
 	return args
 }
+
+// logsDir holds the simulated logs kwok serves for the cluster's pods.
+func (c *Cluster) logsDir() string { return filepath.Join(c.opts.WorkDir, "clusters", c.Name+".logs") }
 
 // DeleteIn deletes a cluster known only by name, with the kwokctl of toolsDir.
 func (c *Cluster) DeleteIn(workDir, toolsDir string) error {
@@ -197,6 +208,7 @@ func (c *Cluster) DeleteIn(workDir, toolsDir string) error {
 func (c *Cluster) Delete() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	_ = os.RemoveAll(c.logsDir())
 	if _, err := os.Stat(filepath.Join(c.opts.WorkDir, "clusters", c.Name)); os.IsNotExist(err) {
 		return nil
 	}

@@ -6,12 +6,16 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -599,4 +603,57 @@ func TestKServesAPIInstallsOnRequest(t *testing.T) {
 	}
 	apply(t, crds)
 	apply(t, rest)
+}
+
+// kubectl kiln ships as an archive per platform and a krew manifest whose checksums are the
+// archives', each holding a kubectl-kiln stamped with the release's version (built here for this
+// machine only: make release builds the four platforms).
+func TestPluginArchivesAndTheirKrewManifest(t *testing.T) {
+	dir := t.TempDir()
+	written, err := release.Plugins(testenv.RepoRoot(), tag, "abc123", dir, []release.Platform{release.Native()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, release.PluginArchive(tag, release.Native()))
+	if want := []string{archive, filepath.Join(dir, "kiln.yaml")}; !slices.Equal(written, want) {
+		t.Fatalf("wrote %v, want %v", written, want)
+	}
+	var manifest struct {
+		Kind     string
+		Metadata struct{ Name string }
+		Spec     struct {
+			Version   string
+			Platforms []struct {
+				Selector         struct{ MatchLabels map[string]string }
+				URI, Sha256, Bin string
+			}
+		}
+	}
+	data, err := os.ReadFile(written[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if manifest.Kind != "Plugin" || manifest.Metadata.Name != "kiln" || manifest.Spec.Version != tag || len(manifest.Spec.Platforms) != 1 {
+		t.Fatalf("krew manifest:\n%s", data)
+	}
+	p := manifest.Spec.Platforms[0]
+	b, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(b); p.Sha256 != hex.EncodeToString(sum[:]) || p.Bin != "kubectl-kiln" ||
+		p.URI != release.Downloads+tag+"/"+filepath.Base(archive) || p.Selector.MatchLabels["os"] != runtime.GOOS {
+		t.Errorf("platform %+v: want the archive's sha256, its download URI and this machine's os", p)
+	}
+	tarball := exec.Command("tar", "-xzf", archive, "-C", dir)
+	if out, err := tarball.CombinedOutput(); err != nil {
+		t.Fatalf("unpacking %s: %v\n%s", archive, err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "kubectl-kiln"), "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "kiln "+tag) || !strings.Contains(string(out), "abc123") {
+		t.Errorf("kubectl-kiln version: %v\n%s\nwant %s and its commit", err, out, tag)
+	}
 }
