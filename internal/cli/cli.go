@@ -182,6 +182,35 @@ func (s *session) find(ctx context.Context, typed string) (job, error) {
 	return job{}, fmt.Errorf("%q names %d objects in namespace %s: say which, %s", name, len(found), ns, strings.Join(refs, " or "))
 }
 
+// completeJobs completes a JOB argument: the jobs of the namespace, by name, or KIND/NAME where
+// two kinds share the name.
+func (s *session) completeJobs(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 || s.connect() != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	_, jobs, err := s.rows(ctx, s.served(kinds), s.namespace())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	count := map[string]int{}
+	for _, j := range jobs {
+		count[j.name()]++
+	}
+	var out []cobra.Completion
+	for _, j := range jobs {
+		if count[j.name()] > 1 {
+			out = append(out, strings.ToLower(j.kind.title())+"/"+j.name())
+		} else {
+			out = append(out, j.name())
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
 // pods are j's pods, oldest first.
 func (s *session) pods(ctx context.Context, j job) ([]corev1.Pod, error) {
 	list, err := s.core.Pods(j.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: j.kind.podLabel + "=" + j.name()})

@@ -28,7 +28,8 @@ func (s *session) waitCommand() *cobra.Command {
 		Short: "Wait until a job has succeeded, runs, or is ready; fail at once if it fails",
 		Example: `  kubectl kiln wait mnist --for=succeeded --timeout=30m
   kubectl kiln wait isvc/iris --for=ready`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: s.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if until != "succeeded" && until != "running" && until != "ready" {
 				return fmt.Errorf("--for=%q: wait for succeeded, running or ready", until)
@@ -160,9 +161,10 @@ func (s *session) suspendCommand(suspend bool) *cobra.Command {
 		verb, what = "resume", "Resume a suspended job (or a stopped KServe InferenceService)"
 	}
 	return &cobra.Command{
-		Use:   verb + " JOB",
-		Short: what,
-		Args:  cobra.ExactArgs(1),
+		Use:               verb + " JOB",
+		Short:             what,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: s.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, err := s.find(cmd.Context(), args[0])
 			if err != nil {
@@ -203,9 +205,10 @@ func suspendPatch(k kind, suspend bool) ([]byte, error) {
 func (s *session) deleteCommand() *cobra.Command {
 	var withOutput bool
 	cmd := &cobra.Command{
-		Use:   "delete JOB",
-		Short: "Delete a job (and, with --with-output, the output claim a PyJob retained)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "delete JOB",
+		Short:             "Delete a job (and, with --with-output, the output claim a PyJob retained)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: s.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			j, err := s.find(ctx, args[0])

@@ -23,7 +23,8 @@ func (s *session) describeCommand() *cobra.Command {
 		Short: "What a job's status says, why it waits, each replica's pods, and its events in order",
 		Example: `  kubectl kiln describe mnist
   kubectl kiln describe pytorchjob/mnist -n team-a`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: s.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, err := s.find(cmd.Context(), args[0])
 			if err != nil {

@@ -36,7 +36,8 @@ func (s *session) logsCommand() *cobra.Command {
 		Example: `  kubectl kiln logs mnist
   kubectl kiln logs mnist --replica worker-1 -f
   kubectl kiln logs mnist --replica worker --previous`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: s.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j, err := s.find(cmd.Context(), args[0])
 			if err != nil {

@@ -143,6 +143,33 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		}
 		js, _ := kk.run(t, "get", "pyjob", "-o", "json")
 		mustContain(t, "get pyjob -o json", js, `"kind": "List"`, `"name": "pull"`)
+		// Piped, -w prints the table once, then each row that changes as a line.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var watched syncBuffer
+		w := kk.command(ctx, "get", "-w")
+		w.Stdout, w.Stderr = &watched, &watched
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = w.Wait() }()
+		testenv.EventuallyWithin(t, timeout, func() error {
+			if !strings.Contains(watched.String(), "mnist") {
+				return fmt.Errorf("get -w shows no table yet:\n%s", watched.String())
+			}
+			return nil
+		})
+		create(t, builder.TFJob("late", ns).Replicas("Worker", 1).Annotate("Worker", duration, "1h").Obj())
+		testenv.EventuallyWithin(t, timeout, func() error {
+			if out := watched.String(); !strings.Contains(out, "late") || strings.Count(out, "KIND") != 1 {
+				return fmt.Errorf("get -w: want one header, then a line for the new job:\n%s", out)
+			}
+			return nil
+		})
+		t.Logf("kubectl kiln get -w, piped:\n%s", watched.String())
+		// Shell completion offers the namespace's jobs.
+		out, _ = kk.run(t, "__complete", "describe", "")
+		mustContain(t, "completion of describe", out, "gang\n", "mnist\n", "pull\n", "late\n")
 	})
 	t.Run("describe", func(t *testing.T) {
 		out, _ := kk.run(t, "describe", "gang")
@@ -227,8 +254,7 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 type screen struct {
 	cmd  *exec.Cmd
 	tty  *os.File
-	mu   sync.Mutex
-	seen bytes.Buffer
+	seen syncBuffer
 	done chan error
 	read chan struct{} // closed once everything the command wrote was read
 }
@@ -248,9 +274,7 @@ func (k kubectlKiln) terminal(t *testing.T, args ...string) *screen {
 		buf := make([]byte, 4096)
 		for {
 			n, err := tty.Read(buf)
-			s.mu.Lock()
-			s.seen.Write(buf[:n])
-			s.mu.Unlock()
+			_, _ = s.seen.Write(buf[:n])
 			if err != nil {
 				return
 			}
@@ -266,11 +290,7 @@ func (k kubectlKiln) terminal(t *testing.T, args ...string) *screen {
 	return s
 }
 
-func (s *screen) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen.String()
-}
+func (s *screen) text() string { return s.seen.String() }
 
 // await waits until what the screen shows satisfies ok.
 func (s *screen) await(t *testing.T, what string, ok func(string) bool) {
@@ -338,4 +358,22 @@ func TestKubectlKilnOnATerminal(t *testing.T) {
 	}
 	mustContain(t, "run --follow after Ctrl-C", run.text(), "pyjob/long keeps running", "kubectl kiln logs pyjob/long -n "+ns+" -f")
 	waitPhase(t, &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "long", Namespace: ns}}, trainingv1alpha1.PyJobRunning)
+}
+
+// syncBuffer is a buffer a running command writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
