@@ -95,7 +95,7 @@ func (s *session) logs(ctx context.Context, j job, o logOptions) error {
 				continue
 			}
 			found = true
-			if err := s.podLog(ctx, p, replica, o, false, out); err != nil {
+			if err := s.podLog(ctx, p, replica, o, out); err != nil {
 				fmt.Fprintf(s.ErrOut, "[%s] %v\n", replica, err)
 			}
 		}
@@ -115,15 +115,21 @@ func replicaSaid(replica string) string {
 }
 
 // podLog prints one pod's log: its previous run first when asked and there was one, then the
-// current one, followed when follow says.
-func (s *session) podLog(ctx context.Context, p *corev1.Pod, replica string, o logOptions, follow bool, out *prefixed) error {
+// current one.
+func (s *session) podLog(ctx context.Context, p *corev1.Pod, replica string, o logOptions, out *prefixed) error {
 	container := mainContainer(p, o.container)
-	if o.previous && restartsOf(p, container) > 0 {
-		if err := s.stream(ctx, p, container, replica+" previous", o, true, false, out); err != nil {
-			return err
-		}
+	if err := s.previousRun(ctx, p, container, replica, o, out); err != nil {
+		return err
 	}
-	return s.stream(ctx, p, container, replica, o, false, follow, out)
+	return s.stream(ctx, p, container, replica, o, false, false, out)
+}
+
+// previousRun prints the log of the container's previous run, when o asks for it and there was one.
+func (s *session) previousRun(ctx context.Context, p *corev1.Pod, container, replica string, o logOptions, out *prefixed) error {
+	if !o.previous || restartsOf(p, container) == 0 {
+		return nil
+	}
+	return s.stream(ctx, p, container, replica+" previous", o, true, false, out)
 }
 
 func (s *session) stream(ctx context.Context, p *corev1.Pod, container, prefix string, o logOptions, previous, follow bool, out *prefixed) error {
@@ -232,10 +238,8 @@ func (s *session) now(ctx context.Context, j *job) (summary, bool, error) {
 func (s *session) followPod(ctx context.Context, p *corev1.Pod, replica string, o logOptions, out *prefixed) error {
 	container := mainContainer(p, o.container)
 	streamed := int32(-1) // the restart count of the run last streamed
-	if o.previous && restartsOf(p, container) > 0 {
-		if err := s.stream(ctx, p, container, replica+" previous", o, true, false, out); err != nil {
-			return err
-		}
+	if err := s.previousRun(ctx, p, container, replica, o, out); err != nil {
+		return err
 	}
 	for {
 		fresh, err := s.core.Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})

@@ -24,14 +24,38 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
+// pollEvery is how often kubectl kiln reads the cluster again (internal/cli's pollEvery).
+const pollEvery = time.Second
+
 // kubectlKiln runs `kubectl kiln` as a user does: the cluster's kubectl, finding the plugin
 // kubectl-kiln on the PATH.
 type kubectlKiln struct {
 	dir, ns string
 }
 
+// plugin is kubectl-kiln, built once for the suite into a folder TestMain removes.
+var plugin struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
 func newKubectlKiln(t *testing.T, ns string) kubectlKiln {
-	return kubectlKiln{dir: filepath.Dir(testenv.BuildCommand(t, "kubectl-kiln")), ns: ns}
+	t.Helper()
+	plugin.once.Do(func() {
+		if plugin.dir, plugin.err = os.MkdirTemp("", "kubectl-kiln-"); plugin.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(plugin.dir, "kubectl-kiln"), "./cmd/kubectl-kiln")
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			plugin.err = fmt.Errorf("building kubectl-kiln: %w\n%s", err, out)
+		}
+	})
+	if plugin.err != nil {
+		t.Fatal(plugin.err)
+	}
+	return kubectlKiln{dir: plugin.dir, ns: ns}
 }
 
 func (k kubectlKiln) command(ctx context.Context, args ...string) *exec.Cmd {
@@ -123,7 +147,7 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 	})
 	// Three workers and a master; worker 1 restarts in place once it runs.
 	pt := create(t, builder.PyTorchJob("mnist", ns).Replicas("Master", 1).Replicas("Worker", 3).
-		Annotate("Master", duration, "25s").Annotate("Worker", duration, "1h").Obj())
+		Annotate("Master", duration, "1h").Annotate("Worker", duration, "1h").Obj())
 	waitCondition(t, pt, kubeflowv1.JobRunning)
 	var worker1 corev1.Pod
 	for _, p := range jobPods(t, pt) {
@@ -190,15 +214,43 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		}
 		out, _ = kk.run(t, "logs", "mnist", "--replica", "worker-1", "--previous")
 		mustContain(t, "logs --previous", out, "[worker-1 previous] killed: out of memory", "[worker-1] saved the model")
-		// -f follows every replica until the job ends (the master's 25 s).
-		out, code := kk.run(t, "logs", "mnist", "-f")
-		if code != 0 {
-			t.Errorf("logs -f exited %d", code)
+		// -f follows every replica, and goes on until the job ends: here, once the master (which
+		// this test ends, as its kubelet) succeeds.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var followed syncBuffer
+		f := kk.command(ctx, "logs", "mnist", "-f")
+		f.Stdout, f.Stderr = &followed, &followed
+		if err := f.Start(); err != nil {
+			t.Fatal(err)
 		}
-		mustContain(t, "logs -f", out, "[master-0] epoch 1/3", "[worker-2] saved the model")
+		ended := make(chan error, 1)
+		go func() { ended <- f.Wait() }()
+		testenv.EventuallyWithin(t, timeout, func() error {
+			for _, r := range []string{"master-0", "worker-0", "worker-1", "worker-2"} {
+				if !strings.Contains(followed.String(), "["+r+"] saved the model") {
+					return fmt.Errorf("logs -f has no log of %s yet:\n%s", r, followed.String())
+				}
+			}
+			return nil
+		})
+		select {
+		case err := <-ended:
+			t.Fatalf("logs -f ended (%v) while the job runs:\n%s", err, followed.String())
+		case <-time.After(2 * pollEvery):
+		}
+		for _, p := range jobPods(t, pt) {
+			if p.Labels[kubeflowv1.LabelReplicaType] == "master" {
+				cluster.Exit(t, &p, 0)
+			}
+		}
+		if err := <-ended; err != nil {
+			t.Errorf("logs -f: %v once the job ended:\n%s", err, followed.String())
+		}
 		if j, _ := get(t, pt); !hasTrue(j, kubeflowv1.JobSucceeded) {
 			t.Error("logs -f ended before the job did")
 		}
+		t.Logf("kubectl kiln logs mnist -f:\n%s", followed.String())
 	})
 	t.Run("run, wait, suspend, resume, delete", func(t *testing.T) {
 		script := filepath.Join(t.TempDir(), "train_mnist.py")

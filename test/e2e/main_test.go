@@ -26,7 +26,7 @@ import (
 var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunOnCluster(m, testenv.ClusterSuite{
+	code := testenv.RunOnCluster(m, testenv.ClusterSuite{
 		Prefix: "kiln-e2e-",
 		Cluster: devcluster.Options{
 			Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml"), testenv.KubeletStage()},
@@ -43,7 +43,11 @@ func TestMain(m *testing.M) {
 			}
 			return o
 		},
-	}, &cluster))
+	}, &cluster)
+	if plugin.dir != "" {
+		_ = os.RemoveAll(plugin.dir)
+	}
+	os.Exit(code)
 }
 
 const timeout = time.Minute
