@@ -182,6 +182,20 @@ func (s *session) find(ctx context.Context, typed string) (job, error) {
 	return job{}, fmt.Errorf("%q names %d objects in namespace %s: say which, %s", name, len(found), ns, strings.Join(refs, " or "))
 }
 
+// onJob makes cmd take one JOB argument (completed from the namespace's jobs), find that job, and
+// run run on it.
+func (s *session) onJob(cmd *cobra.Command, run func(ctx context.Context, j job) error) *cobra.Command {
+	cmd.Args, cmd.ValidArgsFunction = cobra.ExactArgs(1), s.completeJobs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		j, err := s.find(c.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		return run(c.Context(), j)
+	}
+	return cmd
+}
+
 // completeJobs completes a JOB argument: the jobs of the namespace, by name, or KIND/NAME where
 // two kinds share the name.
 func (s *session) completeJobs(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {

@@ -23,30 +23,22 @@ const kserveStop = "serving.kserve.io/stop"
 func (s *session) waitCommand() *cobra.Command {
 	var until string
 	var timeout time.Duration
-	cmd := &cobra.Command{
+	cmd := s.onJob(&cobra.Command{
 		Use:   "wait JOB --for=succeeded|running|ready",
 		Short: "Wait until a job has succeeded, runs, or is ready; fail at once if it fails",
 		Example: `  kubectl kiln wait mnist --for=succeeded --timeout=30m
   kubectl kiln wait isvc/iris --for=ready`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: s.completeJobs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if until != "succeeded" && until != "running" && until != "ready" {
-				return fmt.Errorf("--for=%q: wait for succeeded, running or ready", until)
-			}
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			j, err := s.find(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return s.wait(ctx, j, until)
-		},
-	}
+	}, func(ctx context.Context, j job) error {
+		if until != "succeeded" && until != "running" && until != "ready" {
+			return fmt.Errorf("--for=%q: wait for succeeded, running or ready", until)
+		}
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		return s.wait(ctx, j, until)
+	})
 	cmd.Flags().StringVar(&until, "for", "succeeded", "succeeded, running, or ready (every replica ready; an InferenceService's Ready)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: never)")
 	return cmd
@@ -160,27 +152,17 @@ func (s *session) suspendCommand(suspend bool) *cobra.Command {
 	if !suspend {
 		verb, what = "resume", "Resume a suspended job (or a stopped KServe InferenceService)"
 	}
-	return &cobra.Command{
-		Use:               verb + " JOB",
-		Short:             what,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: s.completeJobs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := s.find(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			patch, err := suspendPatch(j.kind, suspend)
-			if err != nil {
-				return fmt.Errorf("%s: %w", j.ref(), err)
-			}
-			if _, err := s.dyn.Resource(j.kind.gvr).Namespace(j.obj.GetNamespace()).Patch(cmd.Context(), j.name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return err
-			}
-			fmt.Fprintf(s.Out, "%s %sed\n", j.ref(), strings.TrimSuffix(verb, "e"))
-			return nil
-		},
-	}
+	return s.onJob(&cobra.Command{Use: verb + " JOB", Short: what}, func(ctx context.Context, j job) error {
+		patch, err := suspendPatch(j.kind, suspend)
+		if err != nil {
+			return fmt.Errorf("%s: %w", j.ref(), err)
+		}
+		if _, err := s.dyn.Resource(j.kind.gvr).Namespace(j.obj.GetNamespace()).Patch(ctx, j.name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "%s %sed\n", j.ref(), strings.TrimSuffix(verb, "e"))
+		return nil
+	})
 }
 
 // suspendPatch is the merge patch that suspends (or resumes) a job of kind k.
@@ -204,20 +186,10 @@ func suspendPatch(k kind, suspend bool) ([]byte, error) {
 
 func (s *session) deleteCommand() *cobra.Command {
 	var withOutput bool
-	cmd := &cobra.Command{
-		Use:               "delete JOB",
-		Short:             "Delete a job (and, with --with-output, the output claim a PyJob retained)",
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: s.completeJobs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			j, err := s.find(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return s.delete(ctx, s.Out, j, withOutput)
-		},
-	}
+	cmd := s.onJob(&cobra.Command{
+		Use:   "delete JOB",
+		Short: "Delete a job (and, with --with-output, the output claim a PyJob retained)",
+	}, func(ctx context.Context, j job) error { return s.delete(ctx, s.Out, j, withOutput) })
 	cmd.Flags().BoolVar(&withOutput, "with-output", false, "also delete the output claim a PyJob keeps (reclaimPolicy Retain)")
 	return cmd
 }

@@ -18,29 +18,22 @@ import (
 )
 
 func (s *session) describeCommand() *cobra.Command {
-	return &cobra.Command{
+	return s.onJob(&cobra.Command{
 		Use:   "describe JOB",
 		Short: "What a job's status says, why it waits, each replica's pods, and its events in order",
 		Example: `  kubectl kiln describe mnist
   kubectl kiln describe pytorchjob/mnist -n team-a`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: s.completeJobs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := s.find(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			pods, err := s.pods(cmd.Context(), j)
-			if err != nil {
-				return err
-			}
-			events, err := s.events(cmd.Context(), j)
-			if err != nil {
-				return err
-			}
-			return describe(s.Out, j, pods, events, time.Now())
-		},
-	}
+	}, func(ctx context.Context, j job) error {
+		pods, err := s.pods(ctx, j)
+		if err != nil {
+			return err
+		}
+		events, err := s.events(ctx, j)
+		if err != nil {
+			return err
+		}
+		return describe(s.Out, j, pods, events, time.Now())
+	})
 }
 
 // events are j's events, oldest first.

@@ -30,22 +30,13 @@ type logOptions struct {
 
 func (s *session) logsCommand() *cobra.Command {
 	var o logOptions
-	cmd := &cobra.Command{
+	cmd := s.onJob(&cobra.Command{
 		Use:   "logs JOB",
 		Short: "Every replica's log, each line prefixed with its replica ([worker-1]), following new and restarted pods",
 		Example: `  kubectl kiln logs mnist
   kubectl kiln logs mnist --replica worker-1 -f
   kubectl kiln logs mnist --replica worker --previous`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: s.completeJobs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := s.find(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return s.logs(cmd.Context(), j, o)
-		},
-	}
+	}, func(ctx context.Context, j job) error { return s.logs(ctx, j, o) })
 	cmd.Flags().StringVar(&o.replica, "replica", "all", "a replica (worker-1), a replica type (worker), or all")
 	cmd.Flags().StringVarP(&o.container, "container", "c", "", "the container (default: the pod's server or training container)")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the logs, of new and restarted pods too, until the job ends")

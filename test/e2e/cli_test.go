@@ -170,7 +170,7 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		// Piped, -w prints the table once, then each row that changes as a line.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var watched syncBuffer
+		var watched testenv.SyncBuffer
 		w := kk.command(ctx, "get", "-w")
 		w.Stdout, w.Stderr = &watched, &watched
 		if err := w.Start(); err != nil {
@@ -218,7 +218,7 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		// this test ends, as its kubelet) succeeds.
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		var followed syncBuffer
+		var followed testenv.SyncBuffer
 		f := kk.command(ctx, "logs", "mnist", "-f")
 		f.Stdout, f.Stderr = &followed, &followed
 		if err := f.Start(); err != nil {
@@ -306,7 +306,7 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 type screen struct {
 	cmd  *exec.Cmd
 	tty  *os.File
-	seen syncBuffer
+	seen testenv.SyncBuffer
 	done chan error
 	read chan struct{} // closed once everything the command wrote was read
 }
@@ -410,22 +410,4 @@ func TestKubectlKilnOnATerminal(t *testing.T) {
 	}
 	mustContain(t, "run --follow after Ctrl-C", run.text(), "pyjob/long keeps running", "kubectl kiln logs pyjob/long -n "+ns+" -f")
 	waitPhase(t, &trainingv1alpha1.PyJob{ObjectMeta: metav1.ObjectMeta{Name: "long", Namespace: ns}}, trainingv1alpha1.PyJobRunning)
-}
-
-// syncBuffer is a buffer a running command writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -2,14 +2,11 @@
 package logging
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/kiln-ml/kiln/internal/logging"
@@ -21,31 +18,8 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
 
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
-}
-
 func TestLogLinesAreJSONWithTheJobKey(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	var opts logging.Options
 	fs := flag.NewFlagSet("kiln manager", flag.ContinueOnError)
 	opts.BindFlags(fs)
@@ -66,7 +40,7 @@ func TestLogLinesAreJSONWithTheJobKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, func() error {
-		for _, l := range buf.lines() {
+		for _, l := range buf.Lines() {
 			var line map[string]any
 			if err := json.Unmarshal([]byte(l), &line); err != nil {
 				return fmt.Errorf("not a JSON line: %s", l)
@@ -76,9 +50,9 @@ func TestLogLinesAreJSONWithTheJobKey(t *testing.T) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no JSON line about creating logged's pods with its key among %d lines", len(buf.lines()))
+		return fmt.Errorf("no JSON line about creating logged's pods with its key among %d lines", len(buf.Lines()))
 	})
-	for _, l := range buf.lines() {
+	for _, l := range buf.Lines() {
 		if !json.Valid([]byte(l)) {
 			t.Errorf("not a JSON line: %s", l)
 		}
