@@ -156,10 +156,18 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		}
 	}
 	cluster.RestartInPlace(t, &worker1, 1)
+	// KServe's sklearn sample, Ready.
+	testenv.ApplyKServeRuntimes(t, cluster.Client)
+	sample := testenv.KServeManifests(t, "samples/sklearn/v1/sklearn.yaml")[0]
+	sample.SetNamespace(ns)
+	if err := cluster.Client.Create(context.Background(), sample); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("get", func(t *testing.T) {
 		out := kk.eventually(t, []string{"KIND", "TFJob", "gang", "Created", "0/5", "waiting for 5 pods to be schedulable together",
-			"PyJob", "pull", "ImagePullBackOff", "PyTorchJob", "mnist", "Running", "4/4"}, "get")
+			"PyJob", "pull", "ImagePullBackOff", "PyTorchJob", "mnist", "Running", "4/4",
+			"InferenceService.serving.kserve.io", "sklearn-iris", "Ready"}, "get")
 		mustContain(t, "get", out, "WHY")
 		name, _ := kk.run(t, "get", "pytorchjobs", "-o", "name")
 		if strings.TrimSpace(name) != "pytorchjob/mnist" {
@@ -211,6 +219,12 @@ func TestKubectlKilnOnARealCluster(t *testing.T) {
 		mustContain(t, "logs --replica worker", out, "[worker-0] epoch 3/3", "[worker-1] epoch 3/3", "[worker-2] epoch 3/3")
 		if strings.Contains(out, "[master-0]") {
 			t.Errorf("logs --replica worker printed the master's:\n%s", out)
+		}
+		out, _ = kk.run(t, "logs", "isvc/sklearn-iris")
+		mustContain(t, "logs isvc/sklearn-iris", out, "] model ready: serving HTTP on :8080")
+		// The simulated log's lines are older than a second: --since reaches the server.
+		if out, _ = kk.run(t, "logs", "mnist", "--since", "1s"); strings.Contains(out, "epoch") {
+			t.Errorf("logs --since 1s printed lines older than a second:\n%s", out)
 		}
 		out, _ = kk.run(t, "logs", "mnist", "--replica", "worker-1", "--previous")
 		mustContain(t, "logs --previous", out, "[worker-1 previous] killed: out of memory", "[worker-1] saved the model")
