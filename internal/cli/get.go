@@ -101,20 +101,28 @@ func (s *session) rows(ctx context.Context, ks []kind, ns string) ([]row, []job,
 		if err != nil {
 			return nil, nil, fmt.Errorf("listing pods: %w", err)
 		}
-		ready := map[[2]string]int64{}
+		// Where the spec does not say how many pods (an autoscaled InferenceService, a TrainJob
+		// whose runtime sets it), the pods that exist are the total.
+		ready, live := map[[2]string]int64{}, map[[2]string]int64{}
 		for i := range pods.Items {
-			if p := &pods.Items[i]; podReady(p) {
-				ready[[2]string{p.Namespace, p.Labels[k.podLabel]}]++
+			p := &pods.Items[i]
+			key := [2]string{p.Namespace, p.Labels[k.podLabel]}
+			if podReady(p) {
+				ready[key]++
+			}
+			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				live[key]++
 			}
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
 			sum := k.summarize(obj)
-			n := ready[[2]string{obj.GetNamespace(), obj.GetName()}]
-			rdy := fmt.Sprintf("%d/%d", n, k.desired(obj))
-			if k.desired(obj) == 0 {
-				rdy = fmt.Sprintf("%d", n)
+			key := [2]string{obj.GetNamespace(), obj.GetName()}
+			total := k.desired(obj)
+			if total == 0 {
+				total = live[key]
 			}
+			rdy := fmt.Sprintf("%d/%d", ready[key], total)
 			rows = append(rows, row{namespace: obj.GetNamespace(), kind: k.title(), name: obj.GetName(), state: sum.state,
 				ready: rdy, why: oneLine(sum.why), created: obj.GetCreationTimestamp().Time})
 			jobs = append(jobs, job{kind: k, obj: obj})
