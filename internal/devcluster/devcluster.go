@@ -42,6 +42,10 @@ type Options struct {
 	// GangScheduling serves Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1, feature gate
 	// GenericWorkload) and has the scheduler place their pods all-or-nothing.
 	GangScheduling bool
+	// PriorityAndFairness serves requests under API Priority and Fairness with kube-apiserver's
+	// default concurrency (400 + 200 seats), as a cluster does. Without it, as kwokctl's
+	// --disable-qps-limits leaves the apiserver, it has no limit and no fairness.
+	PriorityAndFairness bool
 	// Log receives kwokctl's output; default io.Discard.
 	Log io.Writer
 }
@@ -178,6 +182,10 @@ func (c *Cluster) createArgs() []string {
 		"--extra-args", "kube-controller-manager=leader-elect=false",
 		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
+	}
+	if c.opts.PriorityAndFairness { // after --disable-qps-limits' flags: the last one holds
+		args = append(args, "--extra-args", "kube-apiserver=enable-priority-and-fairness=true",
+			"--extra-args", "kube-apiserver=max-requests-inflight=400", "--extra-args", "kube-apiserver=max-mutating-requests-inflight=200")
 	}
 	if c.opts.GangScheduling {
 		args = append(args, "--kube-feature-gates", "GenericWorkload=true", "--kube-runtime-config", "scheduling.k8s.io/v1beta1=true")

@@ -40,6 +40,14 @@ type Params struct {
 	PyTorchShare float64       `json:"pytorchShare"`
 	Foreign      int           `json:"foreignPods"`
 	Parallelism  int           `json:"clientParallelism"`
+	// Submit is how the jobs are submitted: "parallel" (Parallelism in flight) or "serial" (one
+	// create at a time, as a user's client or a pipeline does).
+	Submit string `json:"submit"`
+	// Identity is who kiln's manager runs as: its install's ServiceAccount, or the admin.
+	Identity string `json:"identity"`
+	// PriorityAndFairness: the apiserver runs API Priority and Fairness with its default
+	// concurrency, as a cluster's does (kwokctl turns it off).
+	PriorityAndFairness bool `json:"priorityAndFairness"`
 	// Nodes is the number of fake nodes (0: one per podsPerNode pods, plus two).
 	Nodes int `json:"nodes"`
 	// Webhooks: kiln runs with its admission webhooks (the same-work floor has none).
@@ -61,6 +69,9 @@ func main() {
 	fs.Float64Var(&p.PyTorchShare, "pytorch", envFloat("PYTORCH", 0), "share of the jobs that are PyTorchJobs (Master + W Workers), 0..1")
 	fs.IntVar(&p.Foreign, "foreign", envInt("FOREIGN", 0), "pods kiln does not own created before the run")
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
+	fs.StringVar(&p.Submit, "submit", envStr("SUBMIT", "parallel"), "how the jobs are submitted: parallel (PARALLELISM in flight) or serial (one create at a time, as a user's client does); with serial, the same-work floor submits every job, then creates their pods and services (SUBMIT)")
+	fs.BoolVar(&p.PriorityAndFairness, "apf", envInt("APF", 1) != 0, "the apiserver serves under API Priority and Fairness with its default concurrency, as a cluster's does; APF=0 for none and no limit, as kwokctl leaves it (APF)")
+	fs.StringVar(&p.Identity, "identity", envStr("IDENTITY", identityServiceAccount), "who kiln's manager runs as in the TFJob runs: serviceaccount (its install's, with the install's RBAC) or admin (IDENTITY)")
 	fs.IntVar(&p.Nodes, "nodes", envInt("NODES", 0), "fake nodes of the cluster; 0: one per 64 pods, plus two (NODES)")
 	fs.BoolVar(&p.Webhooks, "webhooks", envInt("WEBHOOKS", 1) != 0, "run kiln with its admission webhooks; WEBHOOKS=0 for the same admission as the same-work floor's (none)")
 	fs.StringVar(&p.ManagerEnv, "manager-env", os.Getenv("MANAGER_ENV"), "environment variables added to kiln manager's, space-separated: MANAGER_ENV='GOGC=100 GOMAXPROCS=2'")
@@ -71,6 +82,9 @@ func main() {
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
 	_ = fs.Parse(os.Args[1:])
+	if p.Submit != "parallel" && p.Submit != "serial" {
+		fail(fmt.Errorf("-submit %q: use parallel or serial", p.Submit))
+	}
 	if p.Rounds < 1 {
 		fail(fmt.Errorf("-rounds must be at least 1, not %d", p.Rounds))
 	}

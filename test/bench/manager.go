@@ -50,9 +50,9 @@ type managerProcess struct {
 	startCPU            float64 // CPU seconds when it was ready
 }
 
-// env is extra environment for the manager ("GOGC=100 GOMAXPROCS=2"), added to the benchmark's;
+// kubeconfig says who it runs as (kubeconfigAs); env is extra environment for the manager ("GOGC=100 GOMAXPROCS=2"), added to the benchmark's;
 // args are further flags.
-func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir string, webhooks bool, env string, args ...string) (*managerProcess, error) {
+func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, tools, dir string, webhooks bool, env string, args ...string) (*managerProcess, error) {
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "kiln")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s is missing: `make bench` builds it (make build)", bin)
@@ -81,7 +81,7 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, tools, dir s
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "manager", "--kubeconfig", cluster.Kubeconfig,
+	cmd := exec.Command(bin, "manager", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probe, "--pprof-bind-address", pprof,
 		"--webhook-port", strconv.Itoa(opts.Webhook.Port), "--webhook-namespace", opts.Webhook.Namespace,
 		"--webhook-hosts", opts.Webhook.Host)

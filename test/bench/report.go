@@ -118,7 +118,12 @@ func (r *Report) markdown() string {
 	if !p.Webhooks {
 		admission = "none (WEBHOOKS=0)"
 	}
-	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook.\n\n", admission)
+	apf := "API Priority and Fairness with the default concurrency (400 + 200)"
+	if !p.PriorityAndFairness {
+		apf = "no API Priority and Fairness and no concurrency limit (APF=0)"
+	}
+	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook. kiln runs as %s. Jobs are submitted %s. The apiserver serves with %s.\n\n",
+		admission, identityName(p.Identity), submitName(p), apf)
 	if p.ManagerEnv != "" {
 		fmt.Fprintf(&b, "kiln's environment adds MANAGER_ENV=%q.\n\n", p.ManagerEnv)
 	}
@@ -143,6 +148,24 @@ func (r *Report) markdown() string {
 	if old := r.run("floor"); base == "same" && old != nil {
 		fmt.Fprintf(&b, "| every pod exists, floor of pods + services only | %.1f s | | |\n", old.PodsExist)
 	}
+	if (floor != nil && floor.Submitted > 0) || (kiln != nil && kiln.Submitted > 0) {
+		secs("every job submitted", func(r *Result) float64 { return r.Submitted })
+		millis := func(name string, get func(*Result) float64) {
+			row := []string{name, "–", "–", "–"}
+			if floor != nil {
+				row[1] = ms(get(floor)) + " ms"
+			}
+			if kiln != nil {
+				row[2] = ms(get(kiln)) + " ms"
+			}
+			if floor != nil && kiln != nil && get(floor) > 0 {
+				row[3] = fmt.Sprintf("%.1f×", get(kiln)/get(floor))
+			}
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		}
+		millis("each submission (a user's create), p50", func(r *Result) float64 { return r.CreateLatency.P50 })
+		millis("each submission (a user's create), p99", func(r *Result) float64 { return r.CreateLatency.P99 })
+	}
 	secs("every job's pods run", func(r *Result) float64 { return r.AllRunning })
 	secs("every job succeeded", func(r *Result) float64 { return r.AllSucceeded })
 	secs("job time-to-running p50", func(r *Result) float64 { return r.TimeToRunning.P50 })
@@ -164,6 +187,20 @@ func (r *Report) markdown() string {
 		return topSeconds(res.APIServerSeconds, 5)
 	}
 	other("apiserver request seconds, top 5", busiest(floor), busiest(kiln))
+	latency := func(res *Result) string {
+		if res == nil {
+			return "–"
+		}
+		return topLatencies(res.APIServerLatency, 6)
+	}
+	other("apiserver latency p50/p99, the 6 most served", latency(floor), latency(kiln))
+	inFlight := func(res *Result) string {
+		if res == nil {
+			return "–"
+		}
+		return loadSummary(res.Load)
+	}
+	other("apiserver requests in flight, peak/mean", inFlight(floor), inFlight(kiln))
 	nodes := func(res *Result) string {
 		if res == nil || res.Nodes == 0 {
 			return "–"
@@ -331,4 +368,41 @@ func topSeconds(m map[string]float64, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f s", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func identityName(identity string) string {
+	if identity == identityAdmin {
+		return "the cluster's admin (IDENTITY=admin: API Priority and Fairness exempts it)"
+	}
+	return "its install's ServiceAccount, with the install's RBAC"
+}
+
+func submitName(p Params) string {
+	if p.Submit == "serial" {
+		return "one create at a time (SUBMIT=serial); the same-work floor submits every job, then creates their pods and services"
+	}
+	return fmt.Sprintf("%d creates in flight", p.Parallelism)
+}
+
+// loadSummary is the peak and mean of the apiserver's requests in flight (mutating, read-only)
+// and of those each priority level that executed any ran.
+func loadSummary(points []LoadPoint) string {
+	var parts []string
+	for _, kind := range []string{"mutating", "readOnly"} {
+		peak, mean := peakAndMean(points, func(p LoadPoint) float64 { return p.InFlight[kind] })
+		parts = append(parts, fmt.Sprintf("%s %.0f/%.1f", kind, peak, mean))
+	}
+	levels := map[string]bool{}
+	for _, p := range points {
+		for l := range p.Executing {
+			levels[l] = true
+		}
+	}
+	for _, l := range slices.Sorted(maps.Keys(levels)) {
+		peak, mean := peakAndMean(points, func(p LoadPoint) float64 { return p.Executing[l] })
+		if peak > 0 {
+			parts = append(parts, fmt.Sprintf("level %s %.0f/%.1f", l, peak, mean))
+		}
+	}
+	return joinOr(parts, "–")
 }

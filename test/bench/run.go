@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -63,6 +62,14 @@ type Result struct {
 	// TimeToRunning are percentiles of each job's creation until all its pods run.
 	TimeToRunning     Percentiles    `json:"timeToRunningSeconds"`
 	APIServerRequests map[string]int `json:"apiserverRequests"`
+	// Submitted is when the last job's create returned; CreateLatency what each create took, as
+	// the submitting client saw it.
+	Submitted     float64     `json:"submittedSeconds"`
+	CreateLatency Percentiles `json:"createLatencySeconds"`
+	// APIServerLatency is the latency of the requests the apiserver served during the run, by
+	// "VERB resource[/subresource]"; Load its requests in flight, sampled every second.
+	APIServerLatency map[string]Latency `json:"apiserverLatency,omitempty"`
+	Load             []LoadPoint        `json:"apiserverLoad,omitempty"`
 	// APIServerSeconds are the seconds the apiserver's requests took, by verb and resource:
 	// where its time went (webhooks and etcd included), not its CPU.
 	APIServerSeconds map[string]float64 `json:"apiserverSecondsByResource"`
@@ -135,7 +142,11 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 
 	var mgr *managerProcess
 	if mode == "kiln" {
-		if mgr, err = startManager(ctx, cluster, tools, dir, p.Webhooks, p.ManagerEnv); err != nil {
+		kubeconfig, err := kubeconfigAs(ctx, cluster, dir, p.Identity)
+		if err != nil {
+			return nil, err
+		}
+		if mgr, err = startManager(ctx, cluster, kubeconfig, tools, dir, p.Webhooks, p.ManagerEnv); err != nil {
 			return nil, err
 		}
 		defer mgr.stop()
@@ -151,15 +162,29 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	}
 	cpuBefore := componentCPU(cluster)
 
+	user, err := userClient(ctx, cluster, c)
+	if err != nil {
+		return nil, err
+	}
 	obs.start()
-	if mode == "kiln" {
+	t0 := time.Now()
+	sampler := sampleLoad(ctx, kube, t0)
+	width := p.Parallelism
+	if p.Submit == "serial" {
+		width = 1
+	}
+	sub := &submission{}
+	switch {
+	case mode == "kiln":
 		if profile > 0 {
 			go mgr.profile(profile)
 		}
-		err = createJobs(ctx, c, jobs, p.Parallelism, obs)
-	} else if mode == "same" {
+		_, sub, err = createJobs(ctx, user, jobs, width, obs)
+	case mode == "same" && p.Submit == "serial":
+		sub, err = createJobsThenChildren(ctx, user, c, jobs, p.Parallelism, obs)
+	case mode == "same":
 		err = createJobsAndChildren(ctx, c, jobs, p.Parallelism, obs)
-	} else {
+	default:
 		err = createChildren(ctx, c, jobs, p.Parallelism, obs)
 	}
 	if err != nil {
@@ -168,6 +193,10 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	res, err := measured(ctx, obs, mode, p, pods, nodes, cluster, kube, before, cpuBefore)
 	if err != nil {
 		return nil, err
+	}
+	res.Load = sampler.finish()
+	if !sub.last.IsZero() {
+		res.Submitted, res.CreateLatency = sub.last.Sub(t0).Seconds(), percentiles(sub.latencies)
 	}
 	if mgr != nil {
 		if res.Manager, err = mgr.stats(pods); err != nil {
@@ -202,6 +231,7 @@ func measured(ctx context.Context, obs *observer, mode string, p Params, pods, n
 	}
 	res.APIServerRequests, res.APIServerSeconds = diff(after.requests, before.requests), diff(after.seconds, before.seconds)
 	res.WebhookSeconds = diff(after.webhooks, before.webhooks)
+	res.APIServerLatency = latencies(after.latency, before.latency)
 	return res, nil
 }
 
@@ -222,7 +252,7 @@ func newCluster(ctx context.Context, mode string, p Params, tools, dir string, p
 	cluster, err := devcluster.Create(ctx, devcluster.Options{
 		Name: fmt.Sprintf("kiln-bench-%d-%s-%d", os.Getpid(), mode, clusters), ToolsDir: tools, Log: logs,
 		Stages: []string{filepath.Join(testenv.RepoRoot(), "config", "dev", "stages.yaml")},
-		Nodes:  nodes,
+		Nodes:  nodes, PriorityAndFairness: p.PriorityAndFairness,
 	})
 	if err != nil {
 		logs.Close()
@@ -302,12 +332,65 @@ func parallel(ctx context.Context, n, width int, do func(ctx context.Context, i 
 	return context.Cause(ctx)
 }
 
-// createJobs creates the jobs, recording each job's creation time.
-func createJobs(ctx context.Context, c client.Client, jobs []framework.Job, width int, obs *observer) error {
-	return parallel(ctx, len(jobs), width, func(ctx context.Context, i int) error {
+// submission is how the jobs' creates went: when the last returned, and what each took.
+type submission struct {
+	last      time.Time
+	latencies []float64
+	mu        sync.Mutex
+}
+
+// create creates obj, as the submitting client, and records what the create took.
+func (s *submission) create(ctx context.Context, c client.Client, obj client.Object) error {
+	start := time.Now()
+	err := c.Create(ctx, obj)
+	s.mu.Lock()
+	s.latencies = append(s.latencies, time.Since(start).Seconds())
+	s.last = time.Now()
+	s.mu.Unlock()
+	return err
+}
+
+// createJobs creates copies of the jobs, width at a time, recording each job's creation time;
+// the copies, as created, are returned.
+func createJobs(ctx context.Context, c client.Client, jobs []framework.Job, width int, obs *observer) ([]framework.Job, *submission, error) {
+	sub := &submission{}
+	created := make([]framework.Job, len(jobs))
+	for i := range jobs {
+		created[i] = jobs[i].DeepCopyObject().(framework.Job)
+	}
+	err := parallel(ctx, len(jobs), width, func(ctx context.Context, i int) error {
 		obs.created(jobs[i].GetName())
-		if err := c.Create(ctx, jobs[i].DeepCopyObject().(client.Object)); err != nil {
+		if err := sub.create(ctx, c, created[i]); err != nil {
 			return fmt.Errorf("creating %s: %w", jobs[i].GetName(), err)
+		}
+		return nil
+	})
+	return created, sub, err
+}
+
+// createJobsThenChildren is the same-work floor of a serial submission: every job created by
+// user, one at a time, with nothing reconciling them; then, by c, their services and pods exactly
+// as kiln builds them, owned by them, width at a time.
+func createJobsThenChildren(ctx context.Context, user, c client.Client, jobs []framework.Job, width int, obs *observer) (*submission, error) {
+	created, sub, err := createJobs(ctx, user, jobs, 1, obs)
+	if err != nil {
+		return sub, err
+	}
+	var objs []client.Object
+	for _, job := range created {
+		fw := frameworkOf(job)
+		replicajob.Default(fw, job, kubeflowv1.CleanPodPolicyRunning)
+		pods, services, err := replicajob.Children(fw, job)
+		if err != nil {
+			return sub, err
+		}
+		for i := range pods {
+			objs = append(objs, services[i], pods[i])
+		}
+	}
+	return sub, parallel(ctx, len(objs), width, func(ctx context.Context, i int) error {
+		if err := c.Create(ctx, objs[i]); err != nil {
+			return fmt.Errorf("creating %s: %w", objs[i].GetName(), err)
 		}
 		return nil
 	})
@@ -415,19 +498,16 @@ func createForeign(ctx context.Context, c client.Client, n, nodes, width int) er
 type load struct {
 	requests          map[string]int
 	seconds, webhooks map[string]float64
+	latency           histograms
 }
 
 // apiserverLoad reads the apiserver's load from its metrics.
 func apiserverLoad(ctx context.Context, kube kubernetes.Interface) (load, error) {
-	body, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	families, err := apiserverMetrics(ctx, kube)
 	if err != nil {
-		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
+		return load{}, err
 	}
-	families, err := testenv.ParseMetrics(bytes.NewReader(body))
-	if err != nil {
-		return load{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
-	}
-	l := load{requests: map[string]int{}, seconds: map[string]float64{}, webhooks: map[string]float64{}}
+	l := load{requests: map[string]int{}, seconds: map[string]float64{}, webhooks: map[string]float64{}, latency: requestHistograms(families)}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		l.requests[testenv.Label(m, "verb")] += int(m.GetCounter().GetValue())
 	}
