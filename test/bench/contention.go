@@ -17,6 +17,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,7 +45,9 @@ const (
 // kubeconfigAs is the kubeconfig kiln's manager runs with on cluster as identity: the cluster's
 // own for the admin; for the ServiceAccount, the install's RBAC objects are created and a token
 // of its ServiceAccount written into a kubeconfig in dir.
-func kubeconfigAs(ctx context.Context, cluster *devcluster.Cluster, dir, identity string) (string, error) {
+// With shares above 0, the ServiceAccount's requests go to a priority level of their own with
+// that many nominal concurrency shares (ownPriorityLevel).
+func kubeconfigAs(ctx context.Context, cluster *devcluster.Cluster, dir, identity string, shares int32) (string, error) {
 	switch identity {
 	case identityAdmin:
 		return cluster.Kubeconfig, nil
@@ -78,6 +81,11 @@ func kubeconfigAs(ctx context.Context, cluster *devcluster.Cluster, dir, identit
 	if sa == nil {
 		return "", fmt.Errorf("the install manifest has no ServiceAccount")
 	}
+	if shares > 0 {
+		if err := ownPriorityLevel(ctx, cluster.Client, sa.GetNamespace(), sa.GetName(), shares); err != nil {
+			return "", err
+		}
+	}
 	kube, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
 		return "", err
@@ -99,6 +107,41 @@ func kubeconfigAs(ctx context.Context, cluster *devcluster.Cluster, dir, identit
 	cfg.CurrentContext = "bench"
 	path := filepath.Join(dir, "kiln-serviceaccount.kubeconfig")
 	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// ownPriorityLevel puts the requests of ServiceAccount ns/name in a priority level of their own
+// with shares nominal concurrency shares (global-default has 20, workload-low 100), queued, not
+// lending or borrowing seats: a candidate for kiln's install (KILN_SHARES).
+func ownPriorityLevel(ctx context.Context, c client.Client, ns, name string, shares int32) error {
+	level := &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "kiln-bench"},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: ptr.To(shares),
+				LendablePercent: ptr.To[int32](0), BorrowingLimitPercent: ptr.To[int32](0),
+				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
+					Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 16, HandSize: 4, QueueLengthLimit: 500}}}},
+	}
+	schema := &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: "kiln-bench"},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: level.Name},
+			MatchingPrecedence:         1000,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindServiceAccount,
+					ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: ns, Name: name}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"},
+					Resources: []string{"*"}, ClusterScope: true, Namespaces: []string{"*"}}},
+				NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}},
+			}},
+		},
+	}
+	for _, o := range []client.Object{level, schema} {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // benchUser is who submits the jobs: a user, not the cluster's admin, so that API Priority and

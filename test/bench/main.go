@@ -48,6 +48,9 @@ type Params struct {
 	// PriorityAndFairness: the apiserver runs API Priority and Fairness with its default
 	// concurrency, as a cluster's does (kwokctl turns it off).
 	PriorityAndFairness bool `json:"priorityAndFairness"`
+	// KilnShares, above 0, puts kiln's ServiceAccount in a priority level of its own with that
+	// many nominal concurrency shares.
+	KilnShares int `json:"kilnShares,omitempty"`
 	// Nodes is the number of fake nodes (0: one per podsPerNode pods, plus two).
 	Nodes int `json:"nodes"`
 	// Webhooks: kiln runs with its admission webhooks (the same-work floor has none).
@@ -71,6 +74,7 @@ func main() {
 	fs.IntVar(&p.Parallelism, "parallelism", envInt("PARALLELISM", 64), "requests the benchmark's own client has in flight")
 	fs.StringVar(&p.Submit, "submit", envStr("SUBMIT", "parallel"), "how the jobs are submitted: parallel (PARALLELISM in flight) or serial (one create at a time, as a user's client does); with serial, the same-work floor submits every job, then creates their pods and services (SUBMIT)")
 	fs.BoolVar(&p.PriorityAndFairness, "apf", envInt("APF", 1) != 0, "the apiserver serves under API Priority and Fairness with its default concurrency, as a cluster's does; APF=0 for none and no limit, as kwokctl leaves it (APF)")
+	fs.IntVar(&p.KilnShares, "kiln-shares", envInt("KILN_SHARES", 0), "with IDENTITY=serviceaccount and APF, kiln's requests go to a priority level of their own with this many nominal concurrency shares (global-default has 20, workload-low 100); 0: the service-accounts flow schema's, workload-low (KILN_SHARES)")
 	fs.StringVar(&p.Identity, "identity", envStr("IDENTITY", identityServiceAccount), "who kiln's manager runs as in the TFJob runs: serviceaccount (its install's, with the install's RBAC) or admin (IDENTITY)")
 	fs.IntVar(&p.Nodes, "nodes", envInt("NODES", 0), "fake nodes of the cluster; 0: one per 64 pods, plus two (NODES)")
 	fs.BoolVar(&p.Webhooks, "webhooks", envInt("WEBHOOKS", 1) != 0, "run kiln with its admission webhooks; WEBHOOKS=0 for the same admission as the same-work floor's (none)")

@@ -122,6 +122,9 @@ func (r *Report) markdown() string {
 	if !p.PriorityAndFairness {
 		apf = "no API Priority and Fairness and no concurrency limit (APF=0)"
 	}
+	if p.KilnShares > 0 {
+		apf += fmt.Sprintf("; kiln's ServiceAccount in a priority level of its own of %d nominal shares (KILN_SHARES)", p.KilnShares)
+	}
 	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook. kiln runs as %s. Jobs are submitted %s. The apiserver serves with %s.\n\n",
 		admission, identityName(p.Identity), submitName(p), apf)
 	if p.ManagerEnv != "" {

@@ -142,7 +142,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 
 	var mgr *managerProcess
 	if mode == "kiln" {
-		kubeconfig, err := kubeconfigAs(ctx, cluster, dir, p.Identity)
+		kubeconfig, err := kubeconfigAs(ctx, cluster, dir, p.Identity, int32(p.KilnShares))
 		if err != nil {
 			return nil, err
 		}
