@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -112,8 +113,9 @@ func (s *session) namespace() string {
 }
 
 // served are the kinds among ks the cluster serves (a TrainJob only where Trainer's API is
-// installed, KServe's only where it is).
-func (s *session) served(ks []kind) []kind {
+// installed, KServe's only where it is). An API group the cluster does not serve is left out;
+// any other error (no connection, no rights, an expired token) is returned.
+func (s *session) served(ks []kind) ([]kind, error) {
 	if s.servedGV == nil {
 		s.servedGV = map[schema.GroupVersion]map[string]bool{}
 	}
@@ -123,7 +125,11 @@ func (s *session) served(ks []kind) []kind {
 		resources, ok := s.servedGV[gv]
 		if !ok {
 			resources = map[string]bool{}
-			if list, err := s.disc.ServerResourcesForGroupVersion(gv.String()); err == nil {
+			list, err := s.disc.ServerResourcesForGroupVersion(gv.String())
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("asking the cluster which of kiln's APIs it serves: %w", err)
+			}
+			if list != nil {
 				for _, r := range list.APIResources {
 					resources[r.Name] = true
 				}
@@ -134,7 +140,7 @@ func (s *session) served(ks []kind) []kind {
 			out = append(out, k)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // job is one object of a kiln kind.
@@ -163,10 +169,17 @@ func (s *session) find(ctx context.Context, typed string) (job, error) {
 	}
 	ns := s.namespace()
 	var found []job
-	for _, k := range s.served(candidates) {
+	served, err := s.served(candidates)
+	if err != nil {
+		return job{}, err
+	}
+	for _, k := range served {
 		obj, err := s.dyn.Resource(k.gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
+		switch {
+		case err == nil:
 			found = append(found, job{kind: k, obj: obj})
+		case !apierrors.IsNotFound(err):
+			return job{}, fmt.Errorf("reading %s %s: %w", k.name, name, err)
 		}
 	}
 	switch len(found) {
@@ -206,7 +219,11 @@ func (s *session) completeJobs(cmd *cobra.Command, args []string, _ string) ([]c
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	_, jobs, err := s.rows(ctx, s.served(kinds), s.namespace())
+	served, err := s.served(kinds)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	_, jobs, err := s.rows(ctx, served, s.namespace())
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -227,7 +244,7 @@ func (s *session) completeJobs(cmd *cobra.Command, args []string, _ string) ([]c
 
 // pods are j's pods, oldest first.
 func (s *session) pods(ctx context.Context, j job) ([]corev1.Pod, error) {
-	list, err := s.core.Pods(j.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: j.kind.podLabel + "=" + j.name()})
+	list, err := s.core.Pods(j.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: j.kind.podSelector(j.name())})
 	if err != nil {
 		return nil, err
 	}

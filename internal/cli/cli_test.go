@@ -282,3 +282,34 @@ func TestKindsNamed(t *testing.T) {
 		t.Errorf("an unknown kind: %v, want an error listing kiln's kinds", err)
 	}
 }
+
+// A line longer than lineLimit is cut, and the lines after it are read.
+func TestLongLinesAreCut(t *testing.T) {
+	var out, errs bytes.Buffer
+	p := &prefixed{w: &out, errs: &errs}
+	long := strings.Repeat("x", 3*lineLimit)
+	if err := p.copy("worker-0", strings.NewReader("first\n"+long+"\r\nnext\nlast")); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "[worker-0] first" || !strings.HasSuffix(lines[1], "[cut: the line is longer than 64 KiB]") ||
+		len(lines[1]) > lineLimit+100 || lines[2] != "[worker-0] next" || lines[3] != "[worker-0] last" {
+		t.Errorf("%d lines, the second %d bytes: %q ... want first, the long one cut, next, last", len(lines), len(lines[1]), lines[0])
+	}
+}
+
+// Kubeflow's kinds share the job-name label; their operator-name tells them apart.
+func TestPodSelectors(t *testing.T) {
+	for _, tt := range []struct {
+		kind       kind
+		name, want string
+	}{
+		{kindOf(t, "TFJob", "kubeflow.org"), "mnist", "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=tfjob-controller"},
+		{kindOf(t, "PyTorchJob", "kubeflow.org"), "", "training.kubeflow.org/job-name,training.kubeflow.org/operator-name=pytorchjob-controller"},
+		{kindOf(t, "PyJob", "training.kiln.dev"), "bert", "training.kiln.dev/pyjob-name=bert"},
+	} {
+		if got := tt.kind.podSelector(tt.name); got != tt.want {
+			t.Errorf("%s %q: %q, want %q", tt.kind.name, tt.name, got, tt.want)
+		}
+	}
+}

@@ -50,7 +50,11 @@ func (s *session) getCommand() *cobra.Command {
 			}
 			t := table{wide: output == "wide", allNamespaces: allNamespaces}
 			if !watch {
-				rows, jobs, err := s.rows(cmd.Context(), s.served(ks), ns)
+				served, err := s.served(ks)
+				if err != nil {
+					return err
+				}
+				rows, jobs, err := s.rows(cmd.Context(), served, ns)
 				if err != nil {
 					return err
 				}
@@ -70,7 +74,11 @@ func (s *session) getCommand() *cobra.Command {
 			if output != "" && output != "wide" {
 				return fmt.Errorf("-w prints the table: drop -o %s", output)
 			}
-			return s.watch(cmd.Context(), s.served(ks), ns, t)
+			served, err := s.served(ks)
+			if err != nil {
+				return err
+			}
+			return s.watch(cmd.Context(), served, ns, t)
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list the jobs of every namespace")
@@ -97,7 +105,7 @@ func (s *session) rows(ctx context.Context, ks []kind, ns string) ([]row, []job,
 		if len(list.Items) == 0 {
 			continue
 		}
-		pods, err := s.core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k.podLabel})
+		pods, err := s.core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k.podSelector("")})
 		if err != nil {
 			return nil, nil, fmt.Errorf("listing pods: %w", err)
 		}
@@ -218,6 +226,13 @@ func (s *session) watch(ctx context.Context, ks []kind, ns string, t table) erro
 				now[key] = r.state + "\x00" + r.ready + "\x00" + r.why
 				if seen[key] != now[key] {
 					changed = append(changed, r)
+				}
+			}
+			for key := range seen { // gone since the last read
+				if _, ok := now[key]; !ok {
+					ns, rest, _ := strings.Cut(key, "/")
+					kind, name, _ := strings.Cut(rest, "/")
+					changed = append(changed, row{namespace: ns, kind: kind, name: name, state: "Deleted", ready: "-"})
 				}
 			}
 			seen = now

@@ -17,8 +17,9 @@ type kind struct {
 	name    string // TFJob
 	gvr     schema.GroupVersionResource
 	aliases []string // what a user may type besides the lower-case name and the plural
-	// podLabel is the label on the kind's pods whose value is the job's name.
-	podLabel string
+	// podLabel is the label on the kind's pods whose value is the job's name; operator, for
+	// Kubeflow's kinds, the value of their operator-name label.
+	podLabel, operator string
 	// replicaSpecs is the spec field of Kubeflow's replica specs; "" for the other kinds.
 	replicaSpecs string
 	// suspend is the path of the spec's suspend field; nil when the kind does not suspend.
@@ -54,7 +55,22 @@ var kinds = []kind{
 
 func kubeflow(name, plural, specs, alias string) kind {
 	return kind{name: name, gvr: kubeflowV1.WithResource(plural), aliases: []string{alias},
-		podLabel: "training.kubeflow.org/job-name", replicaSpecs: specs, suspend: runPolicy}
+		podLabel: "training.kubeflow.org/job-name", replicaSpecs: specs, suspend: runPolicy,
+		operator: strings.ToLower(name) + "-controller"}
+}
+
+// podSelector selects the pods of k's job name ("": of all k's jobs). Kubeflow's kinds share the
+// job-name label: their operator-name label tells a TFJob's pods from a PyTorchJob's of the same
+// name.
+func (k kind) podSelector(name string) string {
+	sel := k.podLabel
+	if name != "" {
+		sel += "=" + name
+	}
+	if k.operator != "" {
+		sel += ",training.kubeflow.org/operator-name=" + k.operator
+	}
+	return sel
 }
 
 // title is how the table names the kind: its name, and its group where two kinds share it.

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -72,26 +74,31 @@ func mainContainer(pod *corev1.Pod, asked string) string {
 
 // logs prints the logs of j's replicas o asks for.
 func (s *session) logs(ctx context.Context, j job, o logOptions) error {
-	out := &prefixed{w: s.Out}
+	out := &prefixed{w: s.Out, errs: s.ErrOut}
 	if !o.follow {
 		pods, err := s.pods(ctx, j)
 		if err != nil {
 			return err
 		}
-		found := false
+		found, read := 0, 0
 		for i := range pods {
 			p := &pods[i]
 			replica := j.kind.replicaName(p)
 			if !o.wanted(replica) {
 				continue
 			}
-			found = true
+			found++
 			if err := s.podLog(ctx, p, replica, o, out); err != nil {
-				fmt.Fprintf(s.ErrOut, "[%s] %v\n", replica, err)
+				out.errorf("[%s] %v", replica, err)
+			} else {
+				read++
 			}
 		}
-		if !found {
+		switch {
+		case found == 0:
 			return fmt.Errorf("%s has no pods%s yet", j.ref(), replicaSaid(o.replica))
+		case read == 0:
+			return fmt.Errorf("no log of %s could be read: kubectl kiln describe %s says why its pods do not run", j.ref(), j.ref())
 		}
 		return nil
 	}
@@ -110,7 +117,7 @@ func replicaSaid(replica string) string {
 func (s *session) podLog(ctx context.Context, p *corev1.Pod, replica string, o logOptions, out *prefixed) error {
 	container := mainContainer(p, o.container)
 	if err := s.previousRun(ctx, p, container, replica, o, out); err != nil {
-		return err
+		out.errorf("[%s previous] %v", replica, err) // the current run's log may still be there
 	}
 	return s.stream(ctx, p, container, replica, o, false, false, out)
 }
@@ -164,14 +171,26 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 	defer tick.Stop()
 	defer out.clearStatus()
 	defer wg.Wait()
+	// Whatever ends the follow ends every stream it started (deferred calls run last first).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if isTerminal(s.ErrOut) {
 		out.status = s.ErrOut
 	}
 	start := time.Now()
+	var endedAt time.Time
+	failures := 0
 	for {
 		pods, err := s.pods(ctx, j)
-		if err != nil && ctx.Err() == nil {
-			return err
+		sum, ended, nowErr := s.now(ctx, &j)
+		if err = cmp.Or(err, nowErr); err != nil && ctx.Err() == nil {
+			// A request that fails now and then (a timeout, a 429) is retried; many in a row end it.
+			if failures++; failures >= maxFailures {
+				return err
+			}
+			out.errorf("%s: %v (retrying)", j.ref(), err)
+		} else if err == nil {
+			failures = 0
 		}
 		for i := range pods {
 			p := pods[i]
@@ -186,19 +205,23 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 			wg.Go(func() {
 				defer func() { mu.Lock(); running--; mu.Unlock() }()
 				if err := s.followPod(ctx, &p, replica, o, out); err != nil && ctx.Err() == nil {
-					fmt.Fprintf(s.ErrOut, "[%s] %v\n", replica, err)
+					out.errorf("[%s] %v", replica, err)
 				}
 			})
 		}
-		sum, ended, err := s.now(ctx, &j)
-		if err != nil && ctx.Err() == nil {
-			return err
+		if nowErr == nil {
+			out.setStatus(fmt.Sprintf("%s: %s, %s, %s", j.ref(), sum.state, progressOf(j, pods), duration.HumanDuration(time.Since(start))))
 		}
-		out.setStatus(fmt.Sprintf("%s: %s, %s, %s", j.ref(), sum.state, progressOf(j, pods), duration.HumanDuration(time.Since(start))))
 		mu.Lock()
 		idle := running == 0
 		mu.Unlock()
-		if ended && idle {
+		switch {
+		case ended && idle:
+			return nil
+		case ended && endedAt.IsZero():
+			endedAt = time.Now()
+		case ended && time.Since(endedAt) > drain+pollEvery:
+			// Pods that outlive their job (cleanPodPolicy None) are not followed past its end.
 			return nil
 		}
 		select {
@@ -208,6 +231,9 @@ func (s *session) follow(ctx context.Context, j job, o logOptions, out *prefixed
 		}
 	}
 }
+
+// maxFailures is how many reads of the cluster in a row may fail before a follow gives up.
+const maxFailures = 10
 
 // now reads j again (into j) and says what its status says and whether it has ended (serving
 // kinds never end; a job that is gone has).
@@ -230,7 +256,7 @@ func (s *session) followPod(ctx context.Context, p *corev1.Pod, replica string, 
 	container := mainContainer(p, o.container)
 	streamed := int32(-1) // the restart count of the run last streamed
 	if err := s.previousRun(ctx, p, container, replica, o, out); err != nil {
-		return err
+		out.errorf("[%s previous] %v", replica, err)
 	}
 	for {
 		fresh, err := s.core.Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
@@ -313,30 +339,57 @@ func (s *session) runOver(ctx context.Context, p *corev1.Pod, container string, 
 // prefixed writes whole lines, each after its replica's prefix, from streams read at once; on a
 // terminal it keeps a progress line under them.
 type prefixed struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu   sync.Mutex
+	w    io.Writer
+	errs io.Writer
 	// status is the terminal the progress line is drawn on, nil for none; line is that line.
 	status io.Writer
 	line   string
 }
 
-// lineLimit is the longest log line read whole; a longer one is cut.
-const lineLimit = 1 << 20
+// lineLimit is the longest log line printed whole; the rest of a longer one is left out (a
+// progress bar that redraws itself with carriage returns makes such lines).
+const lineLimit = 64 * 1024
 
 func (p *prefixed) copy(prefix string, r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), lineLimit)
-	for sc.Scan() {
-		p.mu.Lock()
-		p.erase()
-		_, err := fmt.Fprintf(p.w, "[%s] %s\n", prefix, strings.TrimRight(sc.Text(), "\r"))
-		p.draw()
-		p.mu.Unlock()
+	br := bufio.NewReaderSize(r, lineLimit)
+	for {
+		line, err := br.ReadSlice('\n')
+		cut := errors.Is(err, bufio.ErrBufferFull)
+		if len(line) > 0 {
+			text := strings.TrimRight(string(line), "\r\n")
+			if cut {
+				text += " [cut: the line is longer than 64 KiB]"
+			}
+			p.mu.Lock()
+			p.erase()
+			_, werr := fmt.Fprintf(p.w, "[%s] %s\n", prefix, text)
+			p.draw()
+			p.mu.Unlock()
+			if werr != nil {
+				return werr
+			}
+		}
+		for cut { // skip the rest of the line
+			_, err = br.ReadSlice('\n')
+			cut = errors.Is(err, bufio.ErrBufferFull)
+		}
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 	}
-	return sc.Err()
+}
+
+// errorf writes a line to the error stream, above the progress line.
+func (p *prefixed) errorf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.erase()
+	fmt.Fprintf(p.errs, format+"\n", args...)
+	p.draw()
 }
 
 // setStatus draws line as the progress line, in place of the one before.

@@ -200,8 +200,11 @@ func (s *session) run(ctx context.Context, scriptPath string, args []string, o r
 	if err != nil {
 		return err
 	}
-	if sum.failed {
+	switch {
+	case sum.failed:
 		return &Exit{Code: 1, Message: fmt.Sprintf("%s failed: %s", j.ref(), orNone(oneLine(sum.why)))}
+	case sum.state != "Succeeded": // deleted meanwhile
+		return &Exit{Code: 1, Message: fmt.Sprintf("%s ended %s, without succeeding", j.ref(), strings.ToLower(sum.state))}
 	}
 	fmt.Fprintf(s.Out, "%s %s\n", j.ref(), strings.ToLower(sum.state))
 	return nil
