@@ -49,8 +49,7 @@ var kinds = []kind{
 	{name: "InferenceService", gvr: schema.GroupVersionResource{Group: "serving.kiln.dev", Version: "v1beta1", Resource: "inferenceservices"},
 		aliases: []string{"isvc", "kiln-isvc"}, podLabel: "serving.kiln.dev/inferenceservice", serving: true},
 	{name: "InferenceService", gvr: schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"},
-		aliases: []string{"isvc", "kserve-isvc"}, podLabel: "serving.kserve.io/inferenceservice", serving: true,
-		suspend: nil},
+		aliases: []string{"isvc", "kserve-isvc"}, podLabel: "serving.kserve.io/inferenceservice", serving: true},
 }
 
 func kubeflow(name, plural, specs, alias string) kind {

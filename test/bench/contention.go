@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -326,21 +327,15 @@ func topLatencies(l map[string]Latency, n int) string {
 	for _, k := range keys[:min(n, len(keys))] {
 		parts = append(parts, fmt.Sprintf("%s %s/%s ms (%d)", k, ms(l[k].P50), ms(l[k].P99), l[k].Count))
 	}
-	return joinOr(parts, "–")
+	return joinOr(parts)
 }
 
 func ms(s float64) string { return fmt.Sprintf("%.0f", s*1000) }
 
-func joinOr(parts []string, none string) string {
+// joinOr joins parts with "; ", or is "–" for none.
+func joinOr(parts []string) string {
 	if len(parts) == 0 {
-		return none
+		return "–"
 	}
-	var b bytes.Buffer
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p)
-	}
-	return b.String()
+	return strings.Join(parts, "; ")
 }

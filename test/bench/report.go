@@ -407,5 +407,5 @@ func loadSummary(points []LoadPoint) string {
 			parts = append(parts, fmt.Sprintf("level %s %.0f/%.1f", l, peak, mean))
 		}
 	}
-	return joinOr(parts, "–")
+	return joinOr(parts)
 }
