@@ -274,12 +274,13 @@ func TestPyJobRefusedByAQuotaSaysWhy(t *testing.T) {
 	})
 }
 
-// refuseAllPods adds ResourceQuota no-pods to ns: no pod may be created there.
+// refuseAllPods adds ResourceQuota no-pods to ns, and returns once the apiserver enforces it: no
+// pod may be created there.
 func refuseAllPods(t *testing.T, ns string) {
 	t.Helper()
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	if err := cluster.Client.Create(context.Background(), quota); err != nil {
-		t.Fatal(err)
-	}
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "quota-probe"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}}
+	testenv.EnforceQuota(t, cluster.Client, quota, nil, probe)
 }

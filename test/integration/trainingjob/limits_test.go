@@ -1,7 +1,6 @@
 package trainingjob
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,18 +54,14 @@ func TestLargeJobIsCreatedInBatches(t *testing.T) {
 // A Service the apiserver refuses (here a quota) reaches the job's status while the job runs.
 func TestRefusedServicesReachTheStatus(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "two-services", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}}}
-	if err := env.Client.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
 	// envtest runs no quota controller: write the usage it would.
-	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}}
-	if err := env.Client.Status().Update(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
+	used := corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("1")}}
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "quota-probe"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	testenv.EnforceQuota(t, env.Client, quota, &used, probe)
 	job := create(t, builder.TFJob("quota", ns).Replicas("Worker", 2).Obj())
 	runAll(t, waitPods(t, job, 2))
 	testenv.Eventually(t, func() error {
@@ -83,18 +78,12 @@ func TestRefusedServicesReachTheStatus(t *testing.T) {
 // pods would wait for the volume without a word.
 func TestRefusedExtrasReachTheStatus(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-configmaps", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}}
-	if err := env.Client.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
 	// envtest runs no quota controller: write the usage it would.
-	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}
-	if err := env.Client.Status().Update(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
+	used := corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceConfigMaps: resource.MustParse("0")}}
+	testenv.EnforceQuota(t, env.Client, quota, &used, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "quota-probe"}})
 	job := create(t, builder.MPIJob("hostfile", ns).Replicas("Launcher", 1).Replicas("Worker", 2).Obj())
 	testenv.Eventually(t, func() error {
 		for _, c := range get(t, job).GetJobStatus().Conditions {
