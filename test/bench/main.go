@@ -57,8 +57,10 @@ type Params struct {
 	Webhooks bool `json:"webhooks"`
 	// ManagerEnv is environment added to the manager's ("GOGC=100 GOMAXPROCS=2").
 	ManagerEnv string `json:"managerEnv,omitempty"`
-	Rounds     int    `json:"rounds"`
-	Trace      string `json:"-"`
+	// ManagerArgs are flags added to the manager's ("--workers 2 --write-parallelism 4").
+	ManagerArgs string `json:"managerArgs,omitempty"`
+	Rounds      int    `json:"rounds"`
+	Trace       string `json:"-"`
 }
 
 func main() {
@@ -79,6 +81,7 @@ func main() {
 	fs.IntVar(&p.Nodes, "nodes", envInt("NODES", 0), "fake nodes of the cluster; 0: one per 64 pods, plus two (NODES)")
 	fs.BoolVar(&p.Webhooks, "webhooks", envInt("WEBHOOKS", 1) != 0, "run kiln with its admission webhooks; WEBHOOKS=0 for the same admission as the same-work floor's (none)")
 	fs.StringVar(&p.ManagerEnv, "manager-env", os.Getenv("MANAGER_ENV"), "environment variables added to kiln manager's, space-separated: MANAGER_ENV='GOGC=100 GOMAXPROCS=2'")
+	fs.StringVar(&p.ManagerArgs, "manager-args", os.Getenv("MANAGER_ARGS"), "flags added to kiln manager's, space-separated: MANAGER_ARGS='--workers 2 --write-parallelism 4'")
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet); or J InferenceServices of KServe's API: isvc (kiln), kserve (KServe's controller)")

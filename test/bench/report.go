@@ -130,6 +130,9 @@ func (r *Report) markdown() string {
 	if p.ManagerEnv != "" {
 		fmt.Fprintf(&b, "kiln's environment adds MANAGER_ENV=%q.\n\n", p.ManagerEnv)
 	}
+	if p.ManagerArgs != "" {
+		fmt.Fprintf(&b, "kiln's manager runs with MANAGER_ARGS=%q.\n\n", p.ManagerArgs)
+	}
 	fmt.Fprintf(&b, "| | %s | kiln | kiln / floor |\n|---|---|---|---|\n", baseName)
 	secs := func(name string, get func(*Result) float64) {
 		row := []string{name, "–", "–", "–"}

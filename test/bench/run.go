@@ -146,7 +146,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		if err != nil {
 			return nil, err
 		}
-		if mgr, err = startManager(ctx, cluster, kubeconfig, tools, dir, p.Webhooks, p.ManagerEnv); err != nil {
+		if mgr, err = startManager(ctx, cluster, kubeconfig, tools, dir, p.Webhooks, p.ManagerEnv, strings.Fields(p.ManagerArgs)...); err != nil {
 			return nil, err
 		}
 		defer mgr.stop()

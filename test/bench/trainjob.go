@@ -144,7 +144,7 @@ func startOperator(ctx context.Context, kiln bool, cluster *devcluster.Cluster, 
 		pid, stop, err := baseline()
 		return pid, stop, nil, err
 	}
-	mgr, err := startManager(ctx, cluster, cluster.Kubeconfig, tools, dir, false, p.ManagerEnv, args...)
+	mgr, err := startManager(ctx, cluster, cluster.Kubeconfig, tools, dir, false, p.ManagerEnv, append(args, strings.Fields(p.ManagerArgs)...)...)
 	if err != nil {
 		return 0, nil, nil, err
 	}
