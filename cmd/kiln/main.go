@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/cli"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/logging"
@@ -111,7 +113,7 @@ func runManager(args []string) error {
 	var o manager.Options
 	var kinds, namespaces, cleanPodPolicy, kubeconfig string
 	var qps float64
-	var burst int
+	var apiBurst int
 	var refuseBorrowed bool
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
@@ -128,11 +130,12 @@ func runManager(args []string) error {
 	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
 	fs.DurationVar(&o.Engine.ChildEventBatch, "child-event-batch", replicajob.DefaultChildEventBatch, "a job is planned again this long after the first event of its pods and services, with every such event seen by then (pods starting together make one reconcile); 0: at every event")
+	burstHold := fs.Duration("burst-hold", burst.DefaultMaxHold, "while jobs arrive in a namespace faster than 10 a second (a script or pipeline submitting a batch), new jobs' pods wait for the burst to be in, this long at most; 0: never (docs/performance.md)")
 	fs.DurationVar(&o.Engine.StatusInterval, "status-interval", time.Second, "a job's status is written at most this often, except when it finishes (pods starting one by one make one write); 0: every change")
 	fs.StringVar(&cleanPodPolicy, "default-clean-pod-policy", string(kubeflowv1.CleanPodPolicyRunning), "runPolicy.cleanPodPolicy of jobs that set none: All, Running or None")
 	fs.StringVar(&o.Engine.DefaultNetworkPolicy, "default-network-policy", netpol.None, "network policy of training jobs and PyJobs that set no kiln.dev/network-policy annotation: isolated (a NetworkPolicy lets their pods reach each other and DNS only) or none")
 	fs.Float64Var(&qps, "kube-api-qps", -1, "client-side request rate limit; negative: none (the apiserver's priority and fairness protects it)")
-	fs.IntVar(&burst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
+	fs.IntVar(&apiBurst, "kube-api-burst", 0, "client-side burst, with --kube-api-qps")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", os.Getenv("CUSTOM_CLUSTER_DOMAIN"), "domain appended to TF_CONFIG hosts, e.g. cluster.local")
 	fs.StringVar(&o.GangSchedulerName, "gang-scheduler-name", "", "gang scheduling of jobs with more than one pod: empty uses the cluster's own PodGroups (scheduling.k8s.io/v1beta1) where it serves them; none, native, volcano, scheduler-plugins, or the name of a scheduler running scheduler-plugins' coscheduling (as Kubeflow's flag)")
 	fs.StringVar(&o.MPIRemoteStart, "mpi-remote-start", kubeflowv1.MPIRemoteStartSSH, "how MPIJob launchers start ranks on workers when the job does not say (annotation kiln.dev/mpi-remote-start): ssh, or kubectl-exec, which also lets jobs choose it and needs kiln to hold pods/exec (kustomize component mpi-kubectl-exec, Helm value mpi.kubectlExec)")
@@ -156,6 +159,7 @@ func runManager(args []string) error {
 		return err
 	}
 	o.Webhook.AllowBorrowedRights = !refuseBorrowed
+	o.Engine.Burst = burst.New(*burstHold, clock.RealClock{})
 	ctrl.SetLogger(logs.New(nil))
 	if os.Getenv("GOGC") == "" {
 		// Half the default heap headroom: a controller's live heap is mostly its cache, and the
@@ -187,7 +191,7 @@ func runManager(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg.QPS, cfg.Burst = float32(qps), apiBurst
 	ctx := ctrl.SetupSignalHandler()
 	shutdown, err := tracing.Setup(ctx, *otlp)
 	if err != nil {

@@ -254,13 +254,14 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	if own[pyJobKind] {
 		r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
-		r.DefaultNetworkPolicy = o.Engine.DefaultNetworkPolicy
+		r.DefaultNetworkPolicy, r.Burst = o.Engine.DefaultNetworkPolicy, engine.Burst
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
 		}
 	}
 	if own[trainJobKind] {
 		r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
+		r.Burst = engine.Burst
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the TrainJob controller: %w", err)
 		}

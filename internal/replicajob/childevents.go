@@ -71,6 +71,8 @@ type Family struct {
 	Jobs     []*batchv1.Job
 }
 
+func (f Family) empty() bool { return len(f.Pods)+len(f.Services)+len(f.Jobs) == 0 }
+
 // NewChildEvents routes the events of the pods and services in c, and of the batch Jobs in jobs
 // (nil: none are watched). A job is planned batch after
 // the first event of its children that it has not been planned for, with every event seen by

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/owned"
@@ -59,6 +60,9 @@ type Options struct {
 	// DefaultNetworkPolicy is the network policy of jobs that do not choose one
 	// (netpol.Isolated or netpol.None; "" is none).
 	DefaultNetworkPolicy string
+	// Burst holds the first pods of jobs that arrive in a burst of submissions until it is in
+	// (shared by every kind: see internal/burst); nil holds none.
+	Burst *burst.Gate
 }
 
 // Reconciler reconciles the jobs of one framework.
@@ -80,6 +84,8 @@ type Reconciler struct {
 	plugins plugins
 	// gang keeps the groups of ganged jobs; nil without gang scheduling.
 	gang *gang.Keeper
+	// wakes queues the jobs whose pods waited for a burst once it is in (set up with the manager).
+	wakes *burst.Wakes
 }
 
 // noteRefusal keeps (err != nil) or forgets what refused a job's pods: the apiserver (a quota, a
@@ -152,6 +158,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	kids := r.kids.Of(job.GetUID())
 	now := r.clock.Now()
+	if kids.empty() && !isSuspended(job) {
+		// A job that arrived in a burst of submissions creates its pods once the burst is in.
+		if again := r.opts.Burst.Hold(job.GetUID(), r.wakes.Of(job)); again > 0 {
+			return reconcile.Result{RequeueAfter: again}, nil
+		}
+	}
 	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), kids, now) {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}

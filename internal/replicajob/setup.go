@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -14,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/burst"
+	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
@@ -31,10 +34,12 @@ import (
 // Its extras' deletions are watched in extras (NewExtrasCache). A gang scheduler's groups are watched too, when the cluster serves them: their state is
 // why a job waits.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents, extras cache.Cache) error {
+	r.wakes = burst.NewWakes()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
-		For(r.fw.NewJob()).
-		WatchesRawSource(children.Source(r.fw.Kind))
+		For(r.fw.NewJob(), builder.WithPredicates(r.opts.Burst.Arrivals(func(o client.Object) bool { return needsCreated(o.(framework.Job)) }))).
+		WatchesRawSource(children.Source(r.fw.Kind)).
+		WatchesRawSource(r.wakes.Source())
 	for _, s := range r.extraSources(extras) {
 		b = b.WatchesRawSource(s)
 	}

@@ -22,12 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 )
@@ -350,11 +352,12 @@ func OnInterrupt(teardown func()) func() {
 }
 
 // ManagerOptions are the options the suites run kiln with: no metrics or probe listeners,
-// several workers, the default clean-pod policy of a production install.
+// several workers, the default clean-pod policy and burst hold of a production install.
 func ManagerOptions() manager.Options {
 	return manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, SkipNameValidation: true,
-		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 16, StatusInterval: time.Second, ChildEventBatch: replicajob.DefaultChildEventBatch},
+		Engine: replicajob.Options{DefaultCleanPodPolicy: kubeflowv1.CleanPodPolicyRunning, Parallelism: 16, StatusInterval: time.Second, ChildEventBatch: replicajob.DefaultChildEventBatch,
+			Burst: burst.New(burst.DefaultMaxHold, clock.RealClock{})},
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -24,6 +25,7 @@ import (
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
+	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/conversion"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/owned"
@@ -60,6 +62,10 @@ type Reconciler struct {
 	// DefaultNetworkPolicy is the network policy of PyJobs that choose none (netpol.Isolated
 	// or netpol.None; "" is none).
 	DefaultNetworkPolicy string
+	// Burst holds the Job of PyJobs that arrive in a burst of submissions until it is in (shared
+	// with every kind: internal/burst); nil holds none. wakes queues them then.
+	Burst *burst.Gate
+	wakes *burst.Wakes
 }
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
@@ -75,6 +81,7 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 // SetupWithManager watches PyJobs, the Jobs, services, claims and script ConfigMaps they own, and
 // their pods (for the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.wakes = burst.NewWakes()
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[LabelPyJob]; name != "" {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
@@ -83,13 +90,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pyjob").
-		For(&trainingv1beta1.PyJob{}). // the stored version: once every object is stored at it, no read waits for the conversion webhook
+		// The stored version: once every object is stored at it, no read waits for the conversion webhook.
+		For(&trainingv1beta1.PyJob{}, builder.WithPredicates(r.Burst.Arrivals(func(o client.Object) bool {
+			return o.(*trainingv1beta1.PyJob).Status.Phase == ""
+		}))).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, byLabel)
+		Watches(&corev1.Pod{}, byLabel).
+		WatchesRawSource(r.wakes.Source())
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {
 		// The gang's group: its state is why the workers wait.
 		b = b.Watches(r.gang.Backend.NewObject(), byLabel)
@@ -124,6 +135,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if job.Spec.Workers > MaxWorkers { // the CRD bounds it; one written before that is not run
 		return reconcile.Result{}, r.writeStatus(ctx, &job, observed{problem: problem{ReasonInvalid, fmt.Sprintf(
 			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
+	}
+	if again := r.Burst.Hold(job.UID, r.wakes.Of(&job)); again > 0 {
+		// It arrived in a burst of submissions: what it runs is made once the burst is in.
+		return reconcile.Result{RequeueAfter: again}, nil
 	}
 	problem, reused, err := r.ensureChildren(ctx, &job)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
@@ -67,6 +68,10 @@ type Reconciler struct {
 	// group (a gang.Synced), forgotten when the TrainJob is gone.
 	gang   gang.Backend
 	groups sync.Map
+	// Burst holds the JobSet of TrainJobs that arrive in a burst of submissions until it is in
+	// (shared with every kind: internal/burst); nil holds none. wakes queues them then.
+	Burst *burst.Gate
+	wakes *burst.Wakes
 }
 
 // gangRecheck is how often a TrainJob whose gang waits looks again when kiln does not watch the
@@ -85,11 +90,15 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 // SetupWithManager watches TrainJobs, their JobSets (once the cluster serves JobSets) and the
 // runtimes, whose arrival starts the TrainJobs that wait for them.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
+	r.wakes = burst.NewWakes()
 	b := ctrl.ControllerManagedBy(mgr).
 		Named("trainjob").
-		For(&trainerv1alpha1.TrainJob{}).
+		For(&trainerv1alpha1.TrainJob{}, ctrl.WithPredicates(r.Burst.Arrivals(func(o client.Object) bool {
+			return len(o.(*trainerv1alpha1.TrainJob).Status.Conditions) == 0
+		}))).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.TrainingRuntimeKind))).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor(trainerv1alpha1.ClusterTrainingRuntimeKind))).
+		WatchesRawSource(r.wakes.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang) {
 		// The gang's group: its state is why the pods wait.
@@ -198,6 +207,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 	case has && !finished(job):
 		res.RequeueAfter = minPositive(res.RequeueAfter, left)
+	}
+	// A TrainJob that arrived in a burst of submissions makes its JobSet once the burst is in.
+	if o.jobSet == nil && !o.deadlinePassed && !finished(job) {
+		if again := r.Burst.Hold(job.UID, r.wakes.Of(job)); again > 0 {
+			return reconcile.Result{RequeueAfter: again}, nil
+		}
 	}
 	// 4. The JobSet as it should be, made or brought in line, after its gang's group; a finished
 	// TrainJob's group goes.

@@ -1,0 +1,209 @@
+// Package burst tells when jobs are being submitted into a namespace in a burst — a script or
+// pipeline creating them one after another — so that kiln creates their pods once the burst is
+// in rather than while it arrives.
+//
+// Why: each create a submitting client makes waits for the apiserver, and while kiln creates the
+// pods of the jobs already in, the apiserver, etcd, the scheduler and the kubelets work on those
+// pods too. On a small control plane that made a serial submission of 1,000 jobs 25 times slower,
+// and the whole batch ran later for it: its last jobs could not start before they were submitted
+// (docs/performance.md, While kiln works). Holding the new jobs' pods for the few seconds the
+// burst lasts lets it in at full speed; the pods follow at once (DECISIONS #20).
+package burst
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kiln-ml/kiln/internal/metrics"
+)
+
+// Rate is how many jobs arriving in one namespace within Window make a burst; DefaultMaxHold is
+// kiln's --burst-hold.
+const (
+	Rate           = 10
+	Window         = time.Second
+	DefaultMaxHold = 30 * time.Second
+)
+
+// Gate notes the jobs that arrive and says whether the pods of each wait. A nil Gate holds
+// nothing.
+type Gate struct {
+	maxHold time.Duration
+	clock   clock.WithDelayedExecution
+
+	mu         sync.Mutex
+	namespaces map[string]*namespace
+	jobs       map[types.UID]*arrived
+	forgotAt   time.Time // when forgetOld last ran
+}
+
+// namespace is what the Gate knows of one namespace: when jobs arrived there within the last
+// Window, oldest first, and the wake-ups of the jobs waiting for its burst to end, checked by
+// timer when that end is due.
+type namespace struct {
+	at    []time.Time
+	wakes []func()
+	timer clock.Timer
+}
+
+// arrived is when a job arrived, in which namespace, and whether its pods were held.
+type arrived struct {
+	namespace string
+	at        time.Time
+	held      bool
+}
+
+// New returns a Gate that holds a job's pods for maxHold at most (0: never), timed by clk.
+func New(maxHold time.Duration, clk clock.WithDelayedExecution) *Gate {
+	return &Gate{maxHold: maxHold, clock: clk, namespaces: map[string]*namespace{}, jobs: map[types.UID]*arrived{}}
+}
+
+// Arrived notes that job uid was created in ns just now: not a job kiln found when it started.
+func (g *Gate) Arrived(ns string, uid types.UID) {
+	if g == nil || g.maxHold <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	n := g.namespaces[ns]
+	if n == nil {
+		n = &namespace{}
+		g.namespaces[ns] = n
+	}
+	n.prune(now)
+	n.at = append(n.at, now)
+	g.jobs[uid] = &arrived{namespace: ns, at: now}
+	if now.Sub(g.forgotAt) >= Window {
+		g.forgetOld(now)
+	}
+}
+
+// Hold says whether the creation of job uid's pods waits yet: until the burst it arrived in ends
+// (fewer than Rate jobs arrived within the last Window) and no longer than MaxHold after it
+// arrived. While it waits, Hold calls wake once when the burst ends; the returned duration is
+// when the job's MaxHold runs out, for the caller to look again then should the burst go on.
+// 0: create them now; once it says 0 for a job it says 0 for it again.
+func (g *Gate) Hold(uid types.UID, wake func()) time.Duration {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.clock.Now()
+	j := g.jobs[uid]
+	if j == nil {
+		return 0
+	}
+	n := g.namespaces[j.namespace] // nil: no job arrived there within the Window
+	if n != nil {
+		n.prune(now)
+	}
+	left := j.at.Add(g.maxHold).Sub(now)
+	if n == nil || len(n.at) < Rate || left <= 0 {
+		if j.held {
+			metrics.BurstHold.Observe(metrics.Seconds(now.Sub(j.at)))
+		}
+		delete(g.jobs, uid)
+		return 0
+	}
+	j.held = true
+	n.wakes = append(n.wakes, wake)
+	if n.timer == nil {
+		n.timer = g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
+	}
+	return left
+}
+
+// check wakes the jobs waiting for ns's burst once it ended, or looks again when it may have. It
+// runs on a goroutine of its own: a clock may call its timers' functions holding a lock.
+func (g *Gate) check(ns string) {
+	g.mu.Lock()
+	n := g.namespaces[ns]
+	if n == nil {
+		g.mu.Unlock()
+		return
+	}
+	now := g.clock.Now()
+	n.prune(now)
+	if len(n.at) >= Rate {
+		n.timer = g.clock.AfterFunc(n.ends(now), func() { go g.check(ns) })
+		g.mu.Unlock()
+		return
+	}
+	wakes := n.wakes
+	n.wakes, n.timer = nil, nil
+	g.mu.Unlock()
+	for _, wake := range wakes {
+		wake()
+	}
+}
+
+// ends is how soon, from now, the burst of a namespace with at least Rate arrivals in the Window
+// ends should no job arrive from now on: when the Rate-th newest arrival leaves the Window.
+func (n *namespace) ends(now time.Time) time.Duration {
+	return max(n.at[len(n.at)-Rate].Add(Window).Sub(now), time.Millisecond)
+}
+
+// Arrivals is the predicate that tells g of each object that arrives: created while kiln runs
+// (not found by its first list) and new (no status yet: isNew). Put on a controller's For, it
+// runs before the object's first reconcile, which asks Hold. It filters nothing out.
+func (g *Gate) Arrivals(isNew func(client.Object) bool) predicate.Funcs {
+	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
+		if !e.IsInInitialList && isNew(e.Object) {
+			g.Arrived(e.Object.GetNamespace(), e.Object.GetUID())
+		}
+		return true
+	}}
+}
+
+// prune forgets the arrivals that left the Window by now.
+func (n *namespace) prune(now time.Time) {
+	i := 0
+	for i < len(n.at) && now.Sub(n.at[i]) >= Window {
+		i++
+	}
+	n.at = n.at[i:]
+}
+
+// forgetOld forgets the jobs that arrived more than MaxHold ago (their pods wait no longer;
+// deleted jobs are never asked about again) and the namespaces with no arrival in the Window
+// and no job waiting.
+func (g *Gate) forgetOld(now time.Time) {
+	g.forgotAt = now
+	for uid, j := range g.jobs {
+		if now.Sub(j.at) >= g.maxHold {
+			delete(g.jobs, uid)
+		}
+	}
+	for ns, n := range g.namespaces {
+		if n.prune(now); len(n.at) == 0 && len(n.wakes) == 0 {
+			delete(g.namespaces, ns)
+		}
+	}
+}
+
+// Wakes wake a controller's held objects: Source goes into the controller's watches, and Of is
+// the wake of Hold for an object it reconciles.
+type Wakes struct{ ch chan event.GenericEvent }
+
+// NewWakes returns the wake-ups of one controller.
+func NewWakes() *Wakes { return &Wakes{ch: make(chan event.GenericEvent, 1024)} }
+
+// Source queues each woken object for a reconcile.
+func (w *Wakes) Source() source.Source {
+	return source.Channel(w.ch, &handler.EnqueueRequestForObject{})
+}
+
+// Of is the wake of obj: it queues obj through Source.
+func (w *Wakes) Of(obj client.Object) func() {
+	return func() { w.ch <- event.GenericEvent{Object: obj} }
+}
