@@ -11,15 +11,18 @@
 package burst
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kiln-ml/kiln/internal/metrics"
@@ -50,7 +53,7 @@ type Gate struct {
 // timer when that end is due.
 type namespace struct {
 	at    []time.Time
-	wakes []func()
+	wakes map[types.UID]func()
 	timer clock.Timer
 }
 
@@ -109,18 +112,29 @@ func (g *Gate) Hold(uid types.UID, wake func()) time.Duration {
 	}
 	left := j.at.Add(g.maxHold).Sub(now)
 	if n == nil || len(n.at) < Rate || left <= 0 {
-		if j.held {
-			metrics.BurstHold.Observe(metrics.Seconds(now.Sub(j.at)))
-		}
-		delete(g.jobs, uid)
+		g.release(uid, j, now)
 		return 0
 	}
 	j.held = true
-	n.wakes = append(n.wakes, wake)
+	if n.wakes == nil {
+		n.wakes = map[types.UID]func(){}
+	}
+	n.wakes[uid] = wake
 	if n.timer == nil {
 		n.timer = g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
 	}
 	return left
+}
+
+// release forgets job uid, whose pods wait no longer, counting how long they did.
+func (g *Gate) release(uid types.UID, j *arrived, now time.Time) {
+	if j.held {
+		metrics.BurstHold.Observe(metrics.Seconds(now.Sub(j.at)))
+	}
+	if n := g.namespaces[j.namespace]; n != nil {
+		delete(n.wakes, uid)
+	}
+	delete(g.jobs, uid)
 }
 
 // check wakes the jobs waiting for ns's burst once it ended, or looks again when it may have. It
@@ -143,7 +157,9 @@ func (g *Gate) check(ns string) {
 	n.wakes, n.timer = nil, nil
 	g.mu.Unlock()
 	for _, wake := range wakes {
-		wake()
+		if wake != nil {
+			wake()
+		}
 	}
 }
 
@@ -181,7 +197,7 @@ func (g *Gate) forgetOld(now time.Time) {
 	g.forgotAt = now
 	for uid, j := range g.jobs {
 		if now.Sub(j.at) >= g.maxHold {
-			delete(g.jobs, uid)
+			g.release(uid, j, now)
 		}
 	}
 	for ns, n := range g.namespaces {
@@ -192,18 +208,33 @@ func (g *Gate) forgetOld(now time.Time) {
 }
 
 // Wakes wake a controller's held objects: Source goes into the controller's watches, and Of is
-// the wake of Hold for an object it reconciles.
-type Wakes struct{ ch chan event.GenericEvent }
-
-// NewWakes returns the wake-ups of one controller.
-func NewWakes() *Wakes { return &Wakes{ch: make(chan event.GenericEvent, 1024)} }
-
-// Source queues each woken object for a reconcile.
-func (w *Wakes) Source() source.Source {
-	return source.Channel(w.ch, &handler.EnqueueRequestForObject{})
+// the wake of Hold for an object it reconciles. A wake adds the object's key to the controller's
+// queue (which merges repeats), never blocking; before the controller starts it does nothing,
+// and the held object's own requeue (Hold's duration) looks again.
+type Wakes struct {
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
-// Of is the wake of obj: it queues obj through Source.
+// NewWakes returns the wake-ups of one controller.
+func NewWakes() *Wakes { return &Wakes{} }
+
+// Source hands Wakes the controller's queue.
+func (w *Wakes) Source() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		w.queue.Store(&q)
+		return nil
+	})
+}
+
+// Of is the wake of obj: it queues obj's key. A nil Wakes wakes nothing.
 func (w *Wakes) Of(obj client.Object) func() {
-	return func() { w.ch <- event.GenericEvent{Object: obj} }
+	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
+	return func() {
+		if w == nil {
+			return
+		}
+		if q := w.queue.Load(); q != nil {
+			(*q).Add(key)
+		}
+	}
 }

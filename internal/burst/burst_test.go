@@ -122,3 +122,30 @@ func TestTheGateForgets(t *testing.T) {
 		t.Errorf("a forgotten job held %v", got)
 	}
 }
+
+// A job held again and again (each of its reconciles asks) is woken once; one whose MaxHold ran
+// out is not woken at all.
+func TestEachHeldJobIsWokenOnce(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	g := New(500*time.Millisecond, clk)
+	var woken, expired atomic.Int32
+	for i := range 20 {
+		g.Arrived("ns", uid(i))
+	}
+	for range 5 {
+		g.Hold(uid(19), func() { woken.Add(1) })
+	}
+	g.Hold(uid(0), func() { expired.Add(1) })
+	clk.Step(500 * time.Millisecond)
+	if got := g.Hold(uid(0), nil); got != 0 {
+		t.Fatalf("held %v past MaxHold", got)
+	}
+	clk.Step(500 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); woken.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if w, e := woken.Load(), expired.Load(); w != 1 || e != 0 {
+		t.Errorf("woken %d times (want 1), the expired job %d (want 0)", w, e)
+	}
+}

@@ -136,9 +136,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		return reconcile.Result{}, r.writeStatus(ctx, &job, observed{problem: problem{ReasonInvalid, fmt.Sprintf(
 			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
 	}
-	if again := r.Burst.Hold(job.UID, r.wakes.Of(&job)); again > 0 {
-		// It arrived in a burst of submissions: what it runs is made once the burst is in.
-		return reconcile.Result{RequeueAfter: again}, nil
+	if !ptr.Deref(job.Spec.Suspend, false) {
+		if again := r.Burst.Hold(job.UID, r.wakes.Of(&job)); again > 0 {
+			// It arrived in a burst of submissions: what it runs is made once the burst is in.
+			return reconcile.Result{RequeueAfter: again}, nil
+		}
 	}
 	problem, reused, err := r.ensureChildren(ctx, &job)
 	if err != nil {

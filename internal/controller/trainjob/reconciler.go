@@ -209,9 +209,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		res.RequeueAfter = minPositive(res.RequeueAfter, left)
 	}
 	// A TrainJob that arrived in a burst of submissions makes its JobSet once the burst is in.
-	if o.jobSet == nil && !o.deadlinePassed && !finished(job) {
+	if o.jobSetServed && o.jobSet == nil && !o.deadlinePassed && !finished(job) && !ptr.Deref(job.Spec.Suspend, false) {
 		if again := r.Burst.Hold(job.UID, r.wakes.Of(job)); again > 0 {
-			return reconcile.Result{RequeueAfter: again}, nil
+			return reconcile.Result{RequeueAfter: minPositive(res.RequeueAfter, again)}, nil
 		}
 	}
 	// 4. The JobSet as it should be, made or brought in line, after its gang's group; a finished

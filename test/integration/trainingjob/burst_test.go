@@ -19,8 +19,8 @@ import (
 
 // Jobs submitted into a namespace in a burst: kiln holds the pods of those that arrive while it
 // goes on (the metric counts them), and every job has its pods once the burst is in.
+// Not parallel: the metric is the process's, and the bursts run before the parallel tests do.
 func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
-	t.Parallel()
 	ns := env.Namespace(t)
 	// kiln runs: a job created while its informers start is one it found, not one that arrived.
 	waitPods(t, create(t, builder.TFJob("before", ns).Replicas("Worker", 1).Obj()), 1)
@@ -37,7 +37,6 @@ func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
 
 // The same for PyJobs: each one's batch Job is created once the burst is in.
 func TestPyJobsSubmittedInABurstGetTheirJobOnceItIsIn(t *testing.T) {
-	t.Parallel()
 	ns := env.Namespace(t)
 	waitBatchJob(t, createPyJob(t, builder.PyJob("before", ns)))
 	jobs := make([]client.Object, 4*burst.Rate)
