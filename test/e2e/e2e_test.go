@@ -68,11 +68,13 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 		Annotate("Worker", duration, "1s").Annotate("Worker", exitCode, "137").Obj())
 	seen := map[types.UID]bool{}
 	testenv.EventuallyWithin(t, timeout, func() error {
+		var now []string
 		for _, p := range jobPods(t, retried) {
 			seen[p.UID] = true
+			now = append(now, fmt.Sprintf("%s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName))
 		}
 		if len(seen) < 3 {
-			return fmt.Errorf("exit137-worker-0 has had %d incarnations, want at least 3 (retried twice)", len(seen))
+			return fmt.Errorf("exit137-worker-0 has had %d incarnations, want at least 3 (retried twice); now: %v", len(seen), now)
 		}
 		return nil
 	})
