@@ -49,12 +49,12 @@ type Gate struct {
 }
 
 // namespace is what the Gate knows of one namespace: when jobs arrived there within the last
-// Window, oldest first, and the wake-ups of the jobs waiting for its burst to end, checked by
-// timer when that end is due.
+// Window, oldest first, the wake-ups of the jobs waiting for its burst to end, and whether a
+// timer will check when that end is due.
 type namespace struct {
-	at    []time.Time
-	wakes map[types.UID]func()
-	timer clock.Timer
+	at      []time.Time
+	wakes   map[types.UID]func()
+	checked bool
 }
 
 // arrived is when a job arrived, in which namespace, and whether its pods were held.
@@ -90,22 +90,23 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 	}
 }
 
-// Hold says whether the creation of job uid's pods waits yet: until the burst it arrived in ends
+// Hold says whether the creation of obj's pods waits yet: until the burst it arrived in ends
 // (fewer than Rate jobs arrived within the last Window) and no longer than MaxHold after it
-// arrived. While it waits, Hold calls wake once when the burst ends; the returned duration is
-// when the job's MaxHold runs out, for the caller to look again then should the burst go on.
+// arrived. While it waits, wakes queues obj once when the burst ends; the returned duration is
+// when obj's MaxHold runs out, for the caller to look again then should the burst go on.
 // 0: create them now; once it says 0 for a job it says 0 for it again.
-func (g *Gate) Hold(uid types.UID, wake func()) time.Duration {
+func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	if g == nil {
 		return 0
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.clock.Now()
+	uid := obj.GetUID()
 	j := g.jobs[uid]
 	if j == nil {
 		return 0
 	}
+	now := g.clock.Now()
 	n := g.namespaces[j.namespace] // nil: no job arrived there within the Window
 	if n != nil {
 		n.prune(now)
@@ -119,9 +120,10 @@ func (g *Gate) Hold(uid types.UID, wake func()) time.Duration {
 	if n.wakes == nil {
 		n.wakes = map[types.UID]func(){}
 	}
-	n.wakes[uid] = wake
-	if n.timer == nil {
-		n.timer = g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
+	n.wakes[uid] = wakes.of(obj)
+	if !n.checked {
+		n.checked = true
+		g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
 	}
 	return left
 }
@@ -149,17 +151,15 @@ func (g *Gate) check(ns string) {
 	now := g.clock.Now()
 	n.prune(now)
 	if len(n.at) >= Rate {
-		n.timer = g.clock.AfterFunc(n.ends(now), func() { go g.check(ns) })
+		g.clock.AfterFunc(n.ends(now), func() { go g.check(ns) })
 		g.mu.Unlock()
 		return
 	}
 	wakes := n.wakes
-	n.wakes, n.timer = nil, nil
+	n.wakes, n.checked = nil, false
 	g.mu.Unlock()
 	for _, wake := range wakes {
-		if wake != nil {
-			wake()
-		}
+		wake()
 	}
 }
 
@@ -207,16 +207,14 @@ func (g *Gate) forgetOld(now time.Time) {
 	}
 }
 
-// Wakes wake a controller's held objects: Source goes into the controller's watches, and Of is
-// the wake of Hold for an object it reconciles. A wake adds the object's key to the controller's
-// queue (which merges repeats), never blocking; before the controller starts it does nothing,
-// and the held object's own requeue (Hold's duration) looks again.
+// Wakes wake a controller's held objects: Source goes into the controller's watches, and Hold
+// is given the Wakes of the controller that asks. A wake adds the object's key to the
+// controller's queue (which merges repeats), never blocking; before the controller starts it
+// does nothing, and the held object's own requeue (Hold's duration) looks again. The zero Wakes
+// is ready to use.
 type Wakes struct {
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
-
-// NewWakes returns the wake-ups of one controller.
-func NewWakes() *Wakes { return &Wakes{} }
 
 // Source hands Wakes the controller's queue.
 func (w *Wakes) Source() source.Source {
@@ -226,8 +224,8 @@ func (w *Wakes) Source() source.Source {
 	})
 }
 
-// Of is the wake of obj: it queues obj's key. A nil Wakes wakes nothing.
-func (w *Wakes) Of(obj client.Object) func() {
+// of is the wake of obj: it queues obj's key. A nil Wakes wakes nothing.
+func (w *Wakes) of(obj client.Object) func() {
 	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
 	return func() {
 		if w == nil {

@@ -2,17 +2,42 @@ package burst
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
-func uid(i int) types.UID { return types.UID(fmt.Sprintf("job-%d", i)) }
+// job is a job of namespace ns with uid and name job-<i>.
+func job(ns string, i int) client.Object {
+	name := fmt.Sprintf("job-%d", i)
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
+}
+
+// queued is Wakes on a queue of their own, as a controller's Source would hand them theirs.
+func queued(t *testing.T) (*Wakes, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	t.Cleanup(q.ShutDown)
+	w := &Wakes{}
+	w.queue.Store(&q)
+	return w, q
+}
+
+// waitQueued waits until q holds n keys (wakes run on a goroutine of their own).
+func waitQueued(q workqueue.TypedRateLimitingInterface[reconcile.Request], n int) int {
+	for deadline := time.Now().Add(5 * time.Second); q.Len() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // and no more come
+	return q.Len()
+}
 
 // A script submitting a job every 10 ms: the first Rate-1 arrive before any burst and are not
 // held; from the Rate-th on, a job's pods wait, and every waiting job is woken once the
@@ -20,11 +45,11 @@ func uid(i int) types.UID { return types.UID(fmt.Sprintf("job-%d", i)) }
 func TestAJobWaitsForTheBurstItArrivedIn(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	g := New(30*time.Second, clk)
-	var woken atomic.Int32
-	wake := func() { woken.Add(1) }
+	wakes, q := queued(t)
 	for i := range 100 {
-		g.Arrived("team-a", uid(i))
-		held := g.Hold(uid(i), wake) > 0
+		j := job("team-a", i)
+		g.Arrived(j.GetNamespace(), j.GetUID())
+		held := g.Hold(j, wakes) > 0
 		if i < Rate-1 && held {
 			t.Errorf("job %d of the first %d held", i, Rate-1)
 		}
@@ -34,24 +59,22 @@ func TestAJobWaitsForTheBurstItArrivedIn(t *testing.T) {
 		clk.Step(10 * time.Millisecond)
 	}
 	// A lone job of another namespace is not held by team-a's burst.
-	g.Arrived("team-b", "lone")
-	if got := g.Hold("lone", wake); got != 0 {
+	lone := job("team-b", 0)
+	g.Arrived(lone.GetNamespace(), lone.GetUID())
+	if got := g.Hold(lone, wakes); got != 0 {
 		t.Errorf("a lone job of another namespace held %v", got)
 	}
 	// The 100th arrived at 990 ms; the burst ends once the 10th newest (at 900 ms) is a Window
 	// old, at 1.9 s. Nobody is woken before.
 	clk.SetTime(t0.Add(1900*time.Millisecond - time.Millisecond))
-	if n := woken.Load(); n != 0 {
+	if n := waitQueued(q, 0); n != 0 {
 		t.Fatalf("%d woken before the burst ended", n)
 	}
 	clk.SetTime(t0.Add(1900 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); woken.Load() < 100-(Rate-1) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if n := woken.Load(); n != 100-(Rate-1) {
+	if n := waitQueued(q, 100-(Rate-1)); n != 100-(Rate-1) {
 		t.Errorf("%d woken at the burst's end, want the %d held", n, 100-(Rate-1))
 	}
-	if got := g.Hold(uid(50), wake); got != 0 {
+	if got := g.Hold(job("team-a", 50), wakes); got != 0 {
 		t.Errorf("held %v once the burst ended, want 0", got)
 	}
 }
@@ -61,47 +84,74 @@ func TestAJobWaitsForTheBurstItArrivedIn(t *testing.T) {
 func TestNoJobWaitsLongerThanMaxHold(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	g := New(2*time.Second, clk)
-	var woken atomic.Int32
+	wakes, q := queued(t)
 	for i := range 500 {
-		g.Arrived("ns", uid(i))
+		j := job("ns", i)
+		g.Arrived(j.GetNamespace(), j.GetUID())
 		if i == 20 {
-			if got := g.Hold(uid(i), func() { woken.Add(1) }); got != 2*time.Second {
+			if got := g.Hold(j, wakes); got != 2*time.Second {
 				t.Errorf("held job: look again in %v, want its MaxHold, 2s", got)
 			}
 		}
 		clk.Step(10 * time.Millisecond)
 	}
-	if n := woken.Load(); n != 0 {
+	if n := waitQueued(q, 0); n != 0 {
 		t.Errorf("woken while the burst went on")
 	}
-	if got := g.Hold(uid(20), func() {}); got != 0 {
-		t.Errorf("job 20, arrived %v ago, held %v more; want 0 past MaxHold", clk.Since(t0.Add(200*time.Millisecond)), got)
+	if got := g.Hold(job("ns", 20), wakes); got != 0 {
+		t.Errorf("job 20, arrived 4.8 s ago, held %v more; want 0 past MaxHold", got)
 	}
-	if got := g.Hold(uid(499), func() {}); got <= 0 {
+	if got := g.Hold(job("ns", 499), wakes); got <= 0 {
 		t.Error("the newest job is not held while the burst goes on")
+	}
+}
+
+// A job held again and again (each of its reconciles asks) is queued once; one whose MaxHold ran
+// out is not woken at all.
+func TestEachHeldJobIsWokenOnce(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	g := New(500*time.Millisecond, clk)
+	wakes, q := queued(t)
+	for i := range 20 {
+		g.Arrived("ns", job("ns", i).GetUID())
+	}
+	for range 5 {
+		g.Hold(job("ns", 19), wakes)
+	}
+	g.Hold(job("ns", 0), wakes)
+	clk.Step(500 * time.Millisecond)
+	if got := g.Hold(job("ns", 0), wakes); got != 0 {
+		t.Fatalf("held %v past MaxHold", got)
+	}
+	clk.Step(500 * time.Millisecond)
+	if n := waitQueued(q, 1); n != 1 {
+		t.Fatalf("%d queued, want job 19 once", n)
+	}
+	if key, _ := q.Get(); key.Name != "job-19" {
+		t.Errorf("queued %v, want job-19", key)
 	}
 }
 
 // Jobs kiln did not see arrive (found at its start), a nil Gate and one with no MaxHold hold nothing.
 func TestNothingHeldWithoutArrivals(t *testing.T) {
 	var none *Gate
-	none.Arrived("ns", uid(1))
-	if none.Hold(uid(1), nil) != 0 {
+	none.Arrived("ns", job("ns", 1).GetUID())
+	if none.Hold(job("ns", 1), nil) != 0 {
 		t.Error("a nil Gate held a job")
 	}
 	clk := testingclock.NewFakeClock(t0)
 	off := New(0, clk)
 	for i := range 50 {
-		off.Arrived("ns", uid(i))
+		off.Arrived("ns", job("ns", i).GetUID())
 	}
-	if off.Hold(uid(49), nil) != 0 {
+	if off.Hold(job("ns", 49), nil) != 0 {
 		t.Error("a Gate with no MaxHold held a job")
 	}
 	g := New(time.Minute, clk)
 	for i := range 50 {
-		g.Arrived("ns", uid(i))
+		g.Arrived("ns", job("ns", i).GetUID())
 	}
-	if g.Hold("found-at-start", nil) != 0 {
+	if g.Hold(job("ns", 1000), nil) != 0 {
 		t.Error("a job that did not arrive was held")
 	}
 }
@@ -111,41 +161,15 @@ func TestTheGateForgets(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	g := New(time.Second, clk)
 	for i := range 100 {
-		g.Arrived(fmt.Sprintf("ns-%d", i), uid(i))
+		ns := fmt.Sprintf("ns-%d", i)
+		g.Arrived(ns, job(ns, i).GetUID())
 	}
 	clk.Step(time.Minute)
 	g.Arrived("ns-x", "x")
 	if len(g.jobs) != 1 || len(g.namespaces) != 1 {
 		t.Errorf("after a minute it keeps %d jobs and %d namespaces, want 1 and 1", len(g.jobs), len(g.namespaces))
 	}
-	if got := g.Hold(uid(3), nil); got != 0 {
+	if got := g.Hold(job("ns-3", 3), nil); got != 0 {
 		t.Errorf("a forgotten job held %v", got)
-	}
-}
-
-// A job held again and again (each of its reconciles asks) is woken once; one whose MaxHold ran
-// out is not woken at all.
-func TestEachHeldJobIsWokenOnce(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	g := New(500*time.Millisecond, clk)
-	var woken, expired atomic.Int32
-	for i := range 20 {
-		g.Arrived("ns", uid(i))
-	}
-	for range 5 {
-		g.Hold(uid(19), func() { woken.Add(1) })
-	}
-	g.Hold(uid(0), func() { expired.Add(1) })
-	clk.Step(500 * time.Millisecond)
-	if got := g.Hold(uid(0), nil); got != 0 {
-		t.Fatalf("held %v past MaxHold", got)
-	}
-	clk.Step(500 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); woken.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond)
-	if w, e := woken.Load(), expired.Load(); w != 1 || e != 0 {
-		t.Errorf("woken %d times (want 1), the expired job %d (want 0)", w, e)
 	}
 }

@@ -85,7 +85,7 @@ type Reconciler struct {
 	// gang keeps the groups of ganged jobs; nil without gang scheduling.
 	gang *gang.Keeper
 	// wakes queues the jobs whose pods waited for a burst once it is in (set up with the manager).
-	wakes *burst.Wakes
+	wakes burst.Wakes
 }
 
 // noteRefusal keeps (err != nil) or forgets what refused a job's pods: the apiserver (a quota, a
@@ -160,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	now := r.clock.Now()
 	if kids.empty() && !isSuspended(job) {
 		// A job that arrived in a burst of submissions creates its pods once the burst is in.
-		if again := r.opts.Burst.Hold(job.GetUID(), r.wakes.Of(job)); again > 0 {
+		if again := r.opts.Burst.Hold(job, &r.wakes); again > 0 {
 			return reconcile.Result{RequeueAfter: again}, nil
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
-	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
@@ -34,7 +33,6 @@ import (
 // Its extras' deletions are watched in extras (NewExtrasCache). A gang scheduler's groups are watched too, when the cluster serves them: their state is
 // why a job waits.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents, extras cache.Cache) error {
-	r.wakes = burst.NewWakes()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
 		For(r.fw.NewJob(), builder.WithPredicates(r.opts.Burst.Arrivals(func(o client.Object) bool { return needsCreated(o.(framework.Job)) }))).

@@ -65,7 +65,7 @@ type Reconciler struct {
 	// Burst holds the Job of PyJobs that arrive in a burst of submissions until it is in (shared
 	// with every kind: internal/burst); nil holds none. wakes queues them then.
 	Burst *burst.Gate
-	wakes *burst.Wakes
+	wakes burst.Wakes
 }
 
 // NewReconciler returns the PyJob reconciler; g (nil: none) gang-schedules distributed PyJobs.
@@ -81,7 +81,6 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 // SetupWithManager watches PyJobs, the Jobs, services, claims and script ConfigMaps they own, and
 // their pods (for the scheduler's reasons and exit codes), which carry the PyJob's name in a label.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	r.wakes = burst.NewWakes()
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if name := o.GetLabels()[LabelPyJob]; name != "" {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
@@ -137,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			"spec.workers is %d, more than the %d a PyJob may have (docs/limits.md): create a PyJob with fewer", job.Spec.Workers, MaxWorkers)}})
 	}
 	if !ptr.Deref(job.Spec.Suspend, false) {
-		if again := r.Burst.Hold(job.UID, r.wakes.Of(&job)); again > 0 {
+		if again := r.Burst.Hold(&job, &r.wakes); again > 0 {
 			// It arrived in a burst of submissions: what it runs is made once the burst is in.
 			return reconcile.Result{RequeueAfter: again}, nil
 		}

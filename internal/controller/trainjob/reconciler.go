@@ -71,7 +71,7 @@ type Reconciler struct {
 	// Burst holds the JobSet of TrainJobs that arrive in a burst of submissions until it is in
 	// (shared with every kind: internal/burst); nil holds none. wakes queues them then.
 	Burst *burst.Gate
-	wakes *burst.Wakes
+	wakes burst.Wakes
 }
 
 // gangRecheck is how often a TrainJob whose gang waits looks again when kiln does not watch the
@@ -90,7 +90,6 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 // SetupWithManager watches TrainJobs, their JobSets (once the cluster serves JobSets) and the
 // runtimes, whose arrival starts the TrainJobs that wait for them.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
-	r.wakes = burst.NewWakes()
 	b := ctrl.ControllerManagedBy(mgr).
 		Named("trainjob").
 		For(&trainerv1alpha1.TrainJob{}, ctrl.WithPredicates(r.Burst.Arrivals(func(o client.Object) bool {
@@ -210,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	// A TrainJob that arrived in a burst of submissions makes its JobSet once the burst is in.
 	if o.jobSetServed && o.jobSet == nil && !o.deadlinePassed && !finished(job) && !ptr.Deref(job.Spec.Suspend, false) {
-		if again := r.Burst.Hold(job.UID, r.wakes.Of(job)); again > 0 {
+		if again := r.Burst.Hold(job, &r.wakes); again > 0 {
 			return reconcile.Result{RequeueAfter: minPositive(res.RequeueAfter, again)}, nil
 		}
 	}
