@@ -1,17 +1,19 @@
 // Package burst tells when jobs are being submitted into a namespace in a burst — a script or
-// pipeline creating them one after another — so that kiln creates their pods once the burst is
-// in rather than while it arrives.
+// pipeline creating them one after another — so that kiln creates their pods, and writes their
+// first status, once the burst is in rather than while it arrives.
 //
 // Why: each create a submitting client makes waits for the apiserver, and while kiln creates the
 // pods of the jobs already in, the apiserver, etcd, the scheduler and the kubelets work on those
 // pods too. On a small control plane that made a serial submission of 1,000 jobs 25 times slower,
 // and the whole batch ran later for it: its last jobs could not start before they were submitted
-// (docs/performance.md, While kiln works). Holding the new jobs' pods for the few seconds the
-// burst lasts lets it in at full speed; the pods follow at once (DECISIONS #20).
+// (docs/performance.md, While kiln works), and a job's first status write alone costs the
+// apiserver about what the submitter's create does. Holding both for the few seconds the burst
+// lasts lets it in at full speed; the pods follow at once (DECISIONS #20).
 package burst
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,33 +51,44 @@ type Gate struct {
 }
 
 // namespace is what the Gate knows of one namespace: when jobs arrived there within the last
-// Window, oldest first, the wake-ups of the jobs waiting for its burst to end, and whether a
-// timer will check when that end is due.
+// Window, oldest first, the wake-ups of the jobs waiting for its burst to end (one per job and
+// controller that asked), and whether a timer will check when that end is due.
 type namespace struct {
 	at      []time.Time
-	wakes   map[types.UID]func()
+	wakes   map[waiter]func()
 	checked bool
 }
 
-// arrived is when a job arrived, in which namespace, and whether its pods were held.
+// waiter is a job held for one of its controllers, woken through that controller's Wakes.
+type waiter struct {
+	uid   types.UID
+	wakes *Wakes
+}
+
+// arrived is when a job arrived, in which namespace, and the Wakes of the controllers that were
+// told to hold it (none: it was not held).
 type arrived struct {
 	namespace string
 	at        time.Time
-	held      bool
+	heldFor   []*Wakes
 }
 
-// New returns a Gate that holds a job's pods for maxHold at most (0: never), timed by clk.
+// New returns a Gate that holds a job for maxHold at most (0: never), timed by clk.
 func New(maxHold time.Duration, clk clock.WithDelayedExecution) *Gate {
 	return &Gate{maxHold: maxHold, clock: clk, namespaces: map[string]*namespace{}, jobs: map[types.UID]*arrived{}}
 }
 
 // Arrived notes that job uid was created in ns just now: not a job kiln found when it started.
+// A job is noted once, however many of its controllers tell of it.
 func (g *Gate) Arrived(ns string, uid types.UID) {
 	if g == nil || g.maxHold <= 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.jobs[uid] != nil {
+		return
+	}
 	now := g.clock.Now()
 	n := g.namespaces[ns]
 	if n == nil {
@@ -90,11 +103,12 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 	}
 }
 
-// Hold says whether the creation of obj's pods waits yet: until the burst it arrived in ends
-// (fewer than Rate jobs arrived within the last Window) and no longer than MaxHold after it
-// arrived. While it waits, wakes queues obj once when the burst ends; the returned duration is
-// when obj's MaxHold runs out, for the caller to look again then should the burst go on.
-// 0: create them now; once it says 0 for a job it says 0 for it again.
+// Hold says whether what obj's controller makes and writes for it waits yet — its pods, and its
+// first status — until the burst it arrived in ends (fewer than Rate jobs arrived within the
+// last Window) and no longer than MaxHold after it arrived. While it waits, wakes (the asking
+// controller's) queues obj once when the burst ends; the returned duration is when obj's MaxHold
+// runs out, for the caller to look again then should the burst go on. 0: go on now; once it says
+// 0 for a job it says 0 for it again, to every controller.
 func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	if g == nil {
 		return 0
@@ -116,11 +130,15 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 		g.release(uid, j, now)
 		return 0
 	}
-	j.held = true
 	if n.wakes == nil {
-		n.wakes = map[types.UID]func(){}
+		n.wakes = map[waiter]func(){}
 	}
-	n.wakes[uid] = wakes.of(obj)
+	if w := (waiter{uid, wakes}); n.wakes[w] == nil {
+		n.wakes[w] = wakes.of(obj)
+	}
+	if !slices.Contains(j.heldFor, wakes) {
+		j.heldFor = append(j.heldFor, wakes)
+	}
 	if !n.checked {
 		n.checked = true
 		g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
@@ -128,13 +146,15 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	return left
 }
 
-// release forgets job uid, whose pods wait no longer, counting how long they did.
+// release forgets job uid, which waits no longer, counting how long it did.
 func (g *Gate) release(uid types.UID, j *arrived, now time.Time) {
-	if j.held {
+	if len(j.heldFor) > 0 {
 		metrics.BurstHold.Observe(metrics.Seconds(now.Sub(j.at)))
 	}
 	if n := g.namespaces[j.namespace]; n != nil {
-		delete(n.wakes, uid)
+		for _, w := range j.heldFor {
+			delete(n.wakes, waiter{uid, w})
+		}
 	}
 	delete(g.jobs, uid)
 }

@@ -173,3 +173,44 @@ func TestTheGateForgets(t *testing.T) {
 		t.Errorf("a forgotten job held %v", got)
 	}
 }
+
+// Each of a job's controllers tells the Gate of its arrival (whichever hears of it first): the
+// job counts once towards a burst.
+func TestAJobCountsOnce(t *testing.T) {
+	g := New(30*time.Second, testingclock.NewFakeClock(t0))
+	for i := range Rate - 1 {
+		g.Arrived("ns", job("ns", i).GetUID())
+		g.Arrived("ns", job("ns", i).GetUID())
+	}
+	if got := g.Hold(job("ns", Rate-2), nil); got != 0 {
+		t.Errorf("%d jobs, each told of twice, held a job %v: counted as a burst", Rate-1, got)
+	}
+}
+
+// A job held by two of its controllers (the one that makes its pods, the one that writes its
+// Created) is woken in each one's queue when the burst ends, and then held by neither.
+func TestEachControllerOfAHeldJobIsWoken(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	g := New(30*time.Second, clk)
+	pods, podQueue := queued(t)
+	created, createdQueue := queued(t)
+	for i := range Rate {
+		g.Arrived("ns", job("ns", i).GetUID())
+	}
+	j := job("ns", Rate-1)
+	for range 3 {
+		if g.Hold(j, pods) == 0 || g.Hold(j, created) == 0 {
+			t.Fatal("a job of a burst is not held")
+		}
+	}
+	clk.Step(Window)
+	if n := waitQueued(podQueue, 1); n != 1 {
+		t.Errorf("the pods' controller queued %d, want the job once", n)
+	}
+	if n := waitQueued(createdQueue, 1); n != 1 {
+		t.Errorf("the Created writer queued %d, want the job once", n)
+	}
+	if g.Hold(j, pods) != 0 || g.Hold(j, created) != 0 {
+		t.Error("held once the burst ended")
+	}
+}

@@ -38,10 +38,10 @@ var (
 	Duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "kiln_job_duration_seconds", Help: "Time from a job's start until it succeeded or failed.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 18)}, []string{"framework", "outcome"})
-	// BurstHold is how long new jobs' pods waited for the burst of submissions the jobs arrived
-	// in (internal/burst); its count is how many jobs waited.
+	// BurstHold is how long new jobs' pods and first status waited for the burst of submissions
+	// the jobs arrived in (internal/burst); its count is how many jobs waited.
 	BurstHold = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "kiln_burst_hold_seconds", Help: "Time new jobs' pods waited for the burst of job submissions they arrived in to end.",
+		Name: "kiln_burst_hold_seconds", Help: "Time new jobs' pods and first status waited for the burst of job submissions they arrived in to end.",
 		Buckets: prometheus.ExponentialBuckets(0.125, 2, 10)})
 	// TimeToReady is how long InferenceServices took to become Ready.
 	TimeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{

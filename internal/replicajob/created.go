@@ -23,6 +23,9 @@ import (
 // of seconds for half the jobs of a large burst; measured: docs/performance.md, Measurements
 // behind the code), and Kubeflow's clients, kubectl and the SDK's is_job_created expect it at
 // once. Only one of the two writes lands: both are guarded by the resourceVersion they read.
+// A job that arrives while jobs are being submitted into its namespace in a burst gets its
+// Created once the burst is in, as its pods (internal/burst): each write, while the burst
+// arrives, made every one of the submitter's creates wait (DECISIONS #20).
 type createdWriter struct{ r *Reconciler }
 
 func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -33,6 +36,11 @@ func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	if !needsCreated(job) {
 		return reconcile.Result{}, nil
+	}
+	if !isSuspended(job) {
+		if again := r.opts.Burst.Hold(job, &r.createdWakes); again > 0 {
+			return reconcile.Result{RequeueAfter: again}, nil
+		}
 	}
 	p, err := plan(r.fw, r.plugins, job, Inputs{Now: r.clock.Now(), CreatedOnly: true})
 	if err != nil {
@@ -51,6 +59,11 @@ func needsCreated(job framework.Job) bool {
 	return ManagedByKiln(job) && job.GetDeletionTimestamp() == nil && getCondition(job.GetJobStatus(), kubeflowv1.JobCreated) == nil
 }
 
+// arrivals tells the burst Gate of each new job either of the kind's controllers hears of first.
+func (r *Reconciler) arrivals() predicate.Funcs {
+	return r.opts.Burst.Arrivals(func(o client.Object) bool { return needsCreated(o.(framework.Job)) })
+}
+
 // setupCreatedWriter registers the createdWriter of the reconciler's kind: it hears only of jobs
 // created without a Created condition. Each of its reconciles is one write, so it has as many in
 // flight as one reconcile of a job has (Options.Parallelism): with the reconcile's workers only, a
@@ -65,7 +78,8 @@ func (r *Reconciler) setupCreatedWriter(mgr ctrl.Manager, workers int) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)+"-created").
-		For(r.fw.NewJob(), builder.WithPredicates(onlyNew)).
+		For(r.fw.NewJob(), builder.WithPredicates(onlyNew, r.arrivals())).
+		WatchesRawSource(r.createdWakes.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers, r.opts.Parallelism)}).
 		Complete(createdWriter{r})
 }

@@ -84,8 +84,9 @@ type Reconciler struct {
 	plugins plugins
 	// gang keeps the groups of ganged jobs; nil without gang scheduling.
 	gang *gang.Keeper
-	// wakes queues the jobs whose pods waited for a burst once it is in (set up with the manager).
-	wakes burst.Wakes
+	// wakes queues the jobs whose pods waited for a burst once it is in, createdWakes those whose
+	// Created waited in the createdWriter's queue (each set up with its controller).
+	wakes, createdWakes burst.Wakes
 }
 
 // noteRefusal keeps (err != nil) or forgets what refused a job's pods: the apiserver (a quota, a

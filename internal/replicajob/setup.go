@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
-	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
@@ -35,7 +34,7 @@ import (
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *ChildEvents, extras cache.Cache) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.fw.Kind)).
-		For(r.fw.NewJob(), builder.WithPredicates(r.opts.Burst.Arrivals(func(o client.Object) bool { return needsCreated(o.(framework.Job)) }))).
+		For(r.fw.NewJob(), builder.WithPredicates(r.arrivals())).
 		WatchesRawSource(children.Source(r.fw.Kind)).
 		WatchesRawSource(r.wakes.Source())
 	for _, s := range r.extraSources(extras) {

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/metrics"
@@ -17,8 +18,9 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// Jobs submitted into a namespace in a burst: kiln holds the pods of those that arrive while it
-// goes on (the metric counts them), and every job has its pods once the burst is in.
+// Jobs submitted into a namespace in a burst: kiln holds the pods and the Created condition of
+// those that arrive while it goes on (the metric counts them), and every job has both once the
+// burst is in.
 // Not parallel: the metric is the process's, and the bursts run before the parallel tests do.
 func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
 	ns := env.Namespace(t)
@@ -31,6 +33,7 @@ func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
 	submitInABurst(t, jobs, func() {
 		for _, j := range jobs {
 			waitPods(t, j.(framework.Job), 1)
+			waitCondition(t, j.(framework.Job), kubeflowv1.JobCreated)
 		}
 	})
 }
