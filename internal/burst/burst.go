@@ -38,8 +38,7 @@ const (
 	DefaultMaxHold = 30 * time.Second
 )
 
-// Gate notes the jobs that arrive and says whether the pods of each wait. A nil Gate holds
-// nothing.
+// Gate notes the jobs that arrive and says whether each waits. A nil Gate holds nothing.
 type Gate struct {
 	maxHold time.Duration
 	clock   clock.WithDelayedExecution
@@ -65,12 +64,15 @@ type waiter struct {
 	wakes *Wakes
 }
 
-// arrived is when a job arrived, in which namespace, and the Wakes of the controllers that were
-// told to hold it (none: it was not held).
+// arrived is when a job arrived, in which namespace, the Wakes of the controllers that were
+// told to hold it (none: it was not held), and whether it waits no longer. A released job is
+// kept until its MaxHold ran out, so that a controller that hears of it late neither notes it
+// again nor holds it.
 type arrived struct {
 	namespace string
 	at        time.Time
 	heldFor   []*Wakes
+	released  bool
 }
 
 // New returns a Gate that holds a job for maxHold at most (0: never), timed by clk.
@@ -126,8 +128,12 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 		n.prune(now)
 	}
 	left := j.at.Add(g.maxHold).Sub(now)
-	if n == nil || len(n.at) < Rate || left <= 0 {
-		g.release(uid, j, now)
+	if j.released || n == nil || len(n.at) < Rate || left <= 0 {
+		g.release(j, now)
+		if n != nil {
+			// This controller goes on now; the job's others are woken by the check as planned.
+			delete(n.wakes, waiter{uid, wakes})
+		}
 		return 0
 	}
 	if n.wakes == nil {
@@ -146,17 +152,16 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	return left
 }
 
-// release forgets job uid, which waits no longer, counting how long it did.
-func (g *Gate) release(uid types.UID, j *arrived, now time.Time) {
+// release marks j as waiting no longer and, the first time, counts how long it did (MaxHold at
+// most: a job deleted while held is released only when forgotten).
+func (g *Gate) release(j *arrived, now time.Time) {
+	if j.released {
+		return
+	}
+	j.released = true
 	if len(j.heldFor) > 0 {
-		metrics.BurstHold.Observe(metrics.Seconds(now.Sub(j.at)))
+		metrics.BurstHold.Observe(metrics.Seconds(min(now.Sub(j.at), g.maxHold)))
 	}
-	if n := g.namespaces[j.namespace]; n != nil {
-		for _, w := range j.heldFor {
-			delete(n.wakes, waiter{uid, w})
-		}
-	}
-	delete(g.jobs, uid)
 }
 
 // check wakes the jobs waiting for ns's burst once it ended, or looks again when it may have. It
@@ -210,15 +215,22 @@ func (n *namespace) prune(now time.Time) {
 	n.at = n.at[i:]
 }
 
-// forgetOld forgets the jobs that arrived more than MaxHold ago (their pods wait no longer;
-// deleted jobs are never asked about again) and the namespaces with no arrival in the Window
-// and no job waiting.
+// forgetOld forgets the jobs that arrived more than MaxHold ago (they wait no longer; deleted
+// jobs are never asked about again) with their wakes, and the namespaces with no arrival in the
+// Window and no job waiting.
 func (g *Gate) forgetOld(now time.Time) {
 	g.forgotAt = now
 	for uid, j := range g.jobs {
-		if now.Sub(j.at) >= g.maxHold {
-			g.release(uid, j, now)
+		if now.Sub(j.at) < g.maxHold {
+			continue
 		}
+		g.release(j, now)
+		if n := g.namespaces[j.namespace]; n != nil {
+			for _, w := range j.heldFor {
+				delete(n.wakes, waiter{uid, w})
+			}
+		}
+		delete(g.jobs, uid)
 	}
 	for ns, n := range g.namespaces {
 		if n.prune(now); len(n.at) == 0 && len(n.wakes) == 0 {

@@ -19,13 +19,15 @@ import (
 
 // createdWriter writes a new job's Created condition (with startTime, unless it is suspended) as
 // soon as it sees the job, in a queue of its own: the reconcile that creates the job's pods also
-// writes Created, but in a burst of new jobs it waits behind the other jobs' pod creation (tens
-// of seconds for half the jobs of a large burst; measured: docs/performance.md, Measurements
-// behind the code), and Kubeflow's clients, kubectl and the SDK's is_job_created expect it at
-// once. Only one of the two writes lands: both are guarded by the resourceVersion they read.
-// A job that arrives while jobs are being submitted into its namespace in a burst gets its
-// Created once the burst is in, as its pods (internal/burst): each write, while the burst
-// arrives, made every one of the submitter's creates wait (DECISIONS #20).
+// writes Created, but with many new jobs it waits behind the other jobs' pod creation (tens of
+// seconds for half the jobs of 1,000; measured: docs/performance.md, Measurements behind the
+// code), and Kubeflow's clients, kubectl and the SDK's is_job_created expect it at once. Only one
+// of the two writes lands: both are guarded by the resourceVersion they read.
+// The exception: a job that arrives while jobs are still being submitted into its namespace in
+// a burst gets its Created once the burst is in, with its pods (internal/burst): a status write
+// costs the apiserver about what the submitter's create does, so each one written while the
+// burst arrived slowed the submitter (DECISIONS #20; docs/performance.md, Measurements behind
+// the code).
 type createdWriter struct{ r *Reconciler }
 
 func (w createdWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

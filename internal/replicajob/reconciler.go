@@ -60,8 +60,8 @@ type Options struct {
 	// DefaultNetworkPolicy is the network policy of jobs that do not choose one
 	// (netpol.Isolated or netpol.None; "" is none).
 	DefaultNetworkPolicy string
-	// Burst holds the first pods of jobs that arrive in a burst of submissions until it is in
-	// (shared by every kind: see internal/burst); nil holds none.
+	// Burst holds the first pods and the Created condition of jobs that arrive in a burst of
+	// submissions until it is in (shared by every kind: see internal/burst); nil holds none.
 	Burst *burst.Gate
 }
 

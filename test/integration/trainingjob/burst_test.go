@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
@@ -36,6 +38,68 @@ func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
 			waitCondition(t, j.(framework.Job), kubeflowv1.JobCreated)
 		}
 	})
+}
+
+// While a burst goes on, the jobs that arrived in it have neither pods nor Created: kiln writes
+// nothing for them (each write slowed the submitter); once it is in, every job has both.
+func TestNothingIsWrittenForAJobWhileItsBurstGoesOn(t *testing.T) {
+	ns := env.Namespace(t)
+	waitPods(t, create(t, builder.TFJob("before", ns).Replicas("Worker", 1).Obj()), 1)
+	// Eight submitters, each a create every 50 ms: above burst.Rate a second even when each create
+	// takes half a second.
+	ctx, stop := context.WithCancel(context.Background())
+	var (
+		mu   sync.Mutex
+		made []framework.Job
+		wg   sync.WaitGroup
+	)
+	for s := range 8 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				j := builder.TFJob(fmt.Sprintf("s%d-%d", s, i), ns).Replicas("Worker", 1).Obj()
+				if err := env.Client.Create(context.Background(), j); err != nil {
+					t.Errorf("creating a job of the burst: %v", err)
+					return
+				}
+				mu.Lock()
+				made = append(made, j)
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	defer func() { stop(); wg.Wait() }()
+	// A second and a half into the burst, the jobs that arrived once it was one (all but the
+	// first Rate-1; twice that, to be sure), most of them seen by kiln long since, have nothing.
+	time.Sleep(1500 * time.Millisecond)
+	mu.Lock()
+	arrived := append([]framework.Job(nil), made[2*burst.Rate:]...)
+	mu.Unlock()
+	if len(arrived) < burst.Rate {
+		t.Fatalf("only %d jobs created in 1.5 s: not a burst", len(arrived)+2*burst.Rate)
+	}
+	for _, j := range arrived {
+		got := j.DeepCopyObject().(framework.Job)
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.GetJobStatus().Conditions) > 0 {
+			t.Errorf("job %s has conditions %v while the burst it arrived in goes on", j.GetName(), got.GetJobStatus().Conditions)
+		}
+		var pods corev1.PodList
+		if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{kubeflowv1.LabelJobName: j.GetName()}); err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) > 0 {
+			t.Errorf("job %s has %d pods while the burst it arrived in goes on", j.GetName(), len(pods.Items))
+		}
+	}
+	stop()
+	wg.Wait()
+	for _, j := range made {
+		waitPods(t, j, 1)
+		waitCondition(t, j, kubeflowv1.JobCreated)
+	}
 }
 
 // The same for PyJobs: each one's batch Job is created once the burst is in.
