@@ -5,12 +5,15 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kiln-ml/kiln/internal/metrics"
 )
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -213,4 +216,63 @@ func TestEachControllerOfAHeldJobIsWoken(t *testing.T) {
 	if g.Hold(j, pods) != 0 || g.Hold(j, created) != 0 {
 		t.Error("held once the burst ended")
 	}
+}
+
+// One controller goes on with a job before the other hears of it (their informers' handlers run
+// apart): the late one neither counts it again towards a burst nor holds it.
+func TestAJobLetGoIsNotHeldByAControllerThatHearsOfItLate(t *testing.T) {
+	g := New(30*time.Second, testingclock.NewFakeClock(t0))
+	for i := range Rate - 2 {
+		j := job("ns", i)
+		g.Arrived("ns", j.GetUID())
+		if got := g.Hold(j, nil); got != 0 {
+			t.Fatalf("job %d of %d held %v", i, Rate-2, got)
+		}
+		g.Arrived("ns", j.GetUID()) // the other controller's predicate, late
+	}
+	next := job("ns", Rate)
+	g.Arrived("ns", next.GetUID())
+	if got := g.Hold(next, nil); got != 0 {
+		t.Errorf("the %d-th job held %v: the jobs let go were counted again", Rate-1, got)
+	}
+}
+
+// A job held by two controllers, one of which looks again (its own requeue) just as the burst
+// ends, before the Gate's check has run: the other is still woken, and the job is counted in
+// kiln_burst_hold_seconds once.
+func TestOneControllerGoingOnDoesNotDropTheOthersWake(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	g := New(30*time.Second, clk)
+	pods, podQueue := queued(t)
+	created, createdQueue := queued(t)
+	for i := range Rate {
+		g.Arrived("ns", job("ns", i).GetUID())
+	}
+	j := job("ns", Rate-1)
+	g.Hold(j, pods)
+	g.Hold(j, created)
+	before := heldCount()
+	clk.SetTime(t0.Add(Window)) // the burst ends; the check runs on a goroutine of its own
+	if got := g.Hold(j, pods); got != 0 {
+		t.Fatalf("held %v once the burst ended", got)
+	}
+	if n := waitQueued(createdQueue, 1); n != 1 {
+		t.Errorf("the Created writer queued %d, want the job once", n)
+	}
+	if got := g.Hold(j, created); got != 0 {
+		t.Errorf("the Created writer held %v once the burst ended", got)
+	}
+	if n := waitQueued(podQueue, 0); n > 1 {
+		t.Errorf("the pods' controller queued %d", n)
+	}
+	if got := heldCount() - before; got != 1 {
+		t.Errorf("kiln_burst_hold_seconds counted the job %d times, want once", got)
+	}
+}
+
+// heldCount is how many jobs kiln_burst_hold_seconds has counted in this process.
+func heldCount() uint64 {
+	var m dto.Metric
+	_ = metrics.BurstHold.Write(&m)
+	return m.GetHistogram().GetSampleCount()
 }
