@@ -190,30 +190,48 @@ func TestAJobCountsOnce(t *testing.T) {
 	}
 }
 
-// A job held by two of its controllers (the one that makes its pods, the one that writes its
-// Created) is woken in each one's queue when the burst ends, and then held by neither.
-func TestEachControllerOfAHeldJobIsWoken(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	g := New(30*time.Second, clk)
-	pods, podQueue := queued(t)
-	created, createdQueue := queued(t)
+// twoHolding is a Gate holding job j, which arrived in a burst, for two of its controllers:
+// the one that makes its pods and the one that writes its Created, each with its queue.
+type twoHolding struct {
+	clk                    *testingclock.FakeClock
+	g                      *Gate
+	j                      client.Object
+	pods, created          *Wakes
+	podQueue, createdQueue workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func holdForTwo(t *testing.T) *twoHolding {
+	t.Helper()
+	h := &twoHolding{clk: testingclock.NewFakeClock(t0), j: job("ns", Rate-1)}
+	h.g = New(30*time.Second, h.clk)
+	h.pods, h.podQueue = queued(t)
+	h.created, h.createdQueue = queued(t)
 	for i := range Rate {
-		g.Arrived("ns", job("ns", i).GetUID())
+		h.g.Arrived("ns", job("ns", i).GetUID())
 	}
-	j := job("ns", Rate-1)
+	if h.g.Hold(h.j, h.pods) == 0 || h.g.Hold(h.j, h.created) == 0 {
+		t.Fatal("a job of a burst is not held")
+	}
+	return h
+}
+
+// A job held by two of its controllers, each asking again and again, is woken once in each
+// one's queue when the burst ends, and then held by neither.
+func TestEachControllerOfAHeldJobIsWoken(t *testing.T) {
+	h := holdForTwo(t)
 	for range 3 {
-		if g.Hold(j, pods) == 0 || g.Hold(j, created) == 0 {
+		if h.g.Hold(h.j, h.pods) == 0 || h.g.Hold(h.j, h.created) == 0 {
 			t.Fatal("a job of a burst is not held")
 		}
 	}
-	clk.Step(Window)
-	if n := waitQueued(podQueue, 1); n != 1 {
+	h.clk.Step(Window)
+	if n := waitQueued(h.podQueue, 1); n != 1 {
 		t.Errorf("the pods' controller queued %d, want the job once", n)
 	}
-	if n := waitQueued(createdQueue, 1); n != 1 {
+	if n := waitQueued(h.createdQueue, 1); n != 1 {
 		t.Errorf("the Created writer queued %d, want the job once", n)
 	}
-	if g.Hold(j, pods) != 0 || g.Hold(j, created) != 0 {
+	if h.g.Hold(h.j, h.pods) != 0 || h.g.Hold(h.j, h.created) != 0 {
 		t.Error("held once the burst ended")
 	}
 }
@@ -241,28 +259,19 @@ func TestAJobLetGoIsNotHeldByAControllerThatHearsOfItLate(t *testing.T) {
 // ends, before the Gate's check has run: the other is still woken, and the job is counted in
 // kiln_burst_hold_seconds once.
 func TestOneControllerGoingOnDoesNotDropTheOthersWake(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	g := New(30*time.Second, clk)
-	pods, podQueue := queued(t)
-	created, createdQueue := queued(t)
-	for i := range Rate {
-		g.Arrived("ns", job("ns", i).GetUID())
-	}
-	j := job("ns", Rate-1)
-	g.Hold(j, pods)
-	g.Hold(j, created)
+	h := holdForTwo(t)
 	before := heldCount()
-	clk.SetTime(t0.Add(Window)) // the burst ends; the check runs on a goroutine of its own
-	if got := g.Hold(j, pods); got != 0 {
+	h.clk.SetTime(t0.Add(Window)) // the burst ends; the check runs on a goroutine of its own
+	if got := h.g.Hold(h.j, h.pods); got != 0 {
 		t.Fatalf("held %v once the burst ended", got)
 	}
-	if n := waitQueued(createdQueue, 1); n != 1 {
+	if n := waitQueued(h.createdQueue, 1); n != 1 {
 		t.Errorf("the Created writer queued %d, want the job once", n)
 	}
-	if got := g.Hold(j, created); got != 0 {
+	if got := h.g.Hold(h.j, h.created); got != 0 {
 		t.Errorf("the Created writer held %v once the burst ended", got)
 	}
-	if n := waitQueued(podQueue, 0); n > 1 {
+	if n := waitQueued(h.podQueue, 0); n > 1 {
 		t.Errorf("the pods' controller queued %d", n)
 	}
 	if got := heldCount() - before; got != 1 {
