@@ -130,7 +130,7 @@ func runManager(args []string) error {
 	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per job kind")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
 	fs.DurationVar(&o.Engine.ChildEventBatch, "child-event-batch", replicajob.DefaultChildEventBatch, "a job is planned again this long after the first event of its pods and services, with every such event seen by then (pods starting together make one reconcile); 0: at every event")
-	burstHold := fs.Duration("burst-hold", burst.DefaultMaxHold, "while jobs arrive in a namespace faster than 10 a second (a script or pipeline submitting a batch), new jobs' pods and first status wait for the burst to be in, this long at most; 0: never (docs/decisions.md #20)")
+	burstHold := fs.Duration("burst-hold", burst.DefaultMaxHold, "once jobs arrive in a namespace at 5 or more a second (a script or pipeline submitting a batch), new jobs' pods and first status wait until none arrived there for a second, this long at most; 0: never (docs/decisions.md #20)")
 	fs.DurationVar(&o.Engine.StatusInterval, "status-interval", time.Second, "a job's status is written at most this often, except when it finishes (pods starting one by one make one write); 0: every change")
 	fs.StringVar(&cleanPodPolicy, "default-clean-pod-policy", string(kubeflowv1.CleanPodPolicyRunning), "runPolicy.cleanPodPolicy of jobs that set none: All, Running or None")
 	fs.StringVar(&o.Engine.DefaultNetworkPolicy, "default-network-policy", netpol.None, "network policy of training jobs and PyJobs that set no kiln.dev/network-policy annotation: isolated (a NetworkPolicy lets their pods reach each other and DNS only) or none")

@@ -30,10 +30,15 @@ import (
 	"github.com/kiln-ml/kiln/internal/metrics"
 )
 
-// Rate is how many jobs arriving in one namespace within Window make a burst; DefaultMaxHold is
+// Rate is how many jobs arriving in one namespace within Window start a burst; it goes on while
+// each next job arrives within Window of the one before, and ends once none did. The end is
+// looser than the start on purpose: the pods of the jobs that came before the burst was seen
+// slow the submitting client, and a burst that ended when its rate dipped let loose the pods
+// that slowed it more — at 300 jobs, two runs in five never got back to Rate a second and
+// were submitted 7–12 times slower (docs/performance.md, While kiln works). DefaultMaxHold is
 // kiln's --burst-hold.
 const (
-	Rate           = 10
+	Rate           = 5
 	Window         = time.Second
 	DefaultMaxHold = 30 * time.Second
 )
@@ -50,10 +55,13 @@ type Gate struct {
 }
 
 // namespace is what the Gate knows of one namespace: when jobs arrived there within the last
-// Window, oldest first, the wake-ups of the jobs waiting for its burst to end (one per job and
-// controller that asked), and whether a timer will check when that end is due.
+// Window, oldest first, and the last one; whether a burst started; the wake-ups of the jobs
+// waiting for it to end (one per job and controller that asked), and whether a timer will check
+// when that end is due.
 type namespace struct {
 	at      []time.Time
+	last    time.Time
+	burst   bool
 	wakes   map[waiter]func()
 	checked bool
 }
@@ -98,7 +106,11 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 		g.namespaces[ns] = n
 	}
 	n.prune(now)
-	n.at = append(n.at, now)
+	if !n.bursting(now) {
+		n.burst = false
+	}
+	n.at, n.last = append(n.at, now), now
+	n.burst = n.burst || len(n.at) >= Rate
 	g.jobs[uid] = &arrived{namespace: ns, at: now}
 	if now.Sub(g.forgotAt) >= Window {
 		g.forgetOld(now)
@@ -106,8 +118,8 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 }
 
 // Hold says whether what obj's controller makes and writes for it waits yet — its pods, and its
-// first status — until the burst it arrived in ends (fewer than Rate jobs arrived within the
-// last Window) and no longer than MaxHold after it arrived. While it waits, wakes (the asking
+// first status — until the burst going on in its namespace ends (no job arrived there within
+// the last Window) and no longer than MaxHold after it arrived. While it waits, wakes (the asking
 // controller's) queues obj once when the burst ends; the returned duration is when obj's MaxHold
 // runs out, for the caller to look again then should the burst go on. 0: go on now; once it says
 // 0 for a job it says 0 for it again, to every controller.
@@ -124,11 +136,8 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	}
 	now := g.clock.Now()
 	n := g.namespaces[j.namespace] // nil: no job arrived there within the Window
-	if n != nil {
-		n.prune(now)
-	}
 	left := j.at.Add(g.maxHold).Sub(now)
-	if j.released || n == nil || len(n.at) < Rate || left <= 0 {
+	if j.released || !n.bursting(now) || left <= 0 {
 		g.release(j, now)
 		if n != nil {
 			// This controller goes on now; the job's others are woken by the check as planned.
@@ -174,24 +183,28 @@ func (g *Gate) check(ns string) {
 		return
 	}
 	now := g.clock.Now()
-	n.prune(now)
-	if len(n.at) >= Rate {
+	if n.bursting(now) {
 		g.clock.AfterFunc(n.ends(now), func() { go g.check(ns) })
 		g.mu.Unlock()
 		return
 	}
 	wakes := n.wakes
-	n.wakes, n.checked = nil, false
+	n.wakes, n.checked, n.burst = nil, false, false
 	g.mu.Unlock()
 	for _, wake := range wakes {
 		wake()
 	}
 }
 
-// ends is how soon, from now, the burst of a namespace with at least Rate arrivals in the Window
-// ends should no job arrive from now on: when the Rate-th newest arrival leaves the Window.
+// bursting says whether a burst goes on in n: it started and a job arrived within the last
+// Window. A nil namespace (none arrived within the Window) has none.
+func (n *namespace) bursting(now time.Time) bool {
+	return n != nil && n.burst && now.Sub(n.last) < Window
+}
+
+// ends is how soon, from now, a burst going on in n ends should no job arrive from now on.
 func (n *namespace) ends(now time.Time) time.Duration {
-	return max(n.at[len(n.at)-Rate].Add(Window).Sub(now), time.Millisecond)
+	return max(n.last.Add(Window).Sub(now), time.Millisecond)
 }
 
 // Arrivals is the predicate that tells g of each object that arrives: created while kiln runs

@@ -67,18 +67,63 @@ func TestAJobWaitsForTheBurstItArrivedIn(t *testing.T) {
 	if got := g.Hold(lone, wakes); got != 0 {
 		t.Errorf("a lone job of another namespace held %v", got)
 	}
-	// The 100th arrived at 990 ms; the burst ends once the 10th newest (at 900 ms) is a Window
-	// old, at 1.9 s. Nobody is woken before.
-	clk.SetTime(t0.Add(1900*time.Millisecond - time.Millisecond))
+	// The 100th arrived at 990 ms; the burst ends once none arrived for a Window, at 1.99 s.
+	// Nobody is woken before.
+	clk.SetTime(t0.Add(1990*time.Millisecond - time.Millisecond))
 	if n := waitQueued(q, 0); n != 0 {
 		t.Fatalf("%d woken before the burst ended", n)
 	}
-	clk.SetTime(t0.Add(1900 * time.Millisecond))
+	clk.SetTime(t0.Add(1990 * time.Millisecond))
 	if n := waitQueued(q, 100-(Rate-1)); n != 100-(Rate-1) {
 		t.Errorf("%d woken at the burst's end, want the %d held", n, 100-(Rate-1))
 	}
 	if got := g.Hold(job("team-a", 50), wakes); got != 0 {
 		t.Errorf("held %v once the burst ended, want 0", got)
+	}
+}
+
+// A burst goes on while its jobs keep coming, however much slower than they started (the
+// submitting client slowed by the pods of the jobs before it); the namespace is quiet for a
+// Window, and the next jobs, fewer than Rate a Window, start no burst and are not held.
+func TestABurstGoesOnWhileItsJobsKeepComing(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	g := New(30*time.Second, clk)
+	wakes, q := queued(t)
+	arrive := func(i int) bool {
+		j := job("ns", i)
+		g.Arrived(j.GetNamespace(), j.GetUID())
+		return g.Hold(j, wakes) > 0
+	}
+	held := 0
+	for i := range Rate { // the Rate-th starts the burst
+		if arrive(i) {
+			held++
+		}
+		clk.Step(10 * time.Millisecond)
+	}
+	for i := Rate; i < Rate+20; i++ { // then 3 a second, for 6 s
+		clk.Step(300*time.Millisecond - 10*time.Millisecond)
+		if !arrive(i) {
+			t.Fatalf("job %d, %v after the one before, not held: the burst ended while its jobs kept coming", i, 300*time.Millisecond)
+		}
+		held++
+		clk.Step(10 * time.Millisecond)
+	}
+	if n := waitQueued(q, 0); n != 0 {
+		t.Fatalf("%d woken while the burst went on", n)
+	}
+	clk.Step(Window - 10*time.Millisecond)
+	if held != 21 {
+		t.Errorf("%d jobs held, want 21: from the Rate-th on", held)
+	}
+	if n := waitQueued(q, held); n != held {
+		t.Errorf("%d woken a Window after the last job, want the %d held", n, held)
+	}
+	for i := 100; i < 100+Rate-1; i++ {
+		if arrive(i) {
+			t.Errorf("job %d held: %d jobs a Window apart after a quiet Window make no burst", i, Rate-1)
+		}
+		clk.Step(Window)
 	}
 }
 
