@@ -14,6 +14,7 @@ package burst
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,8 @@ import (
 )
 
 // Rate is how many jobs arriving in one namespace within Window start a burst; it goes on while
-// each next job arrives within Window of the one before, and ends once none did. The end is
+// each next job arrives within Window of the one before, and ends once none did, or once it
+// lasted MaxHold (jobs that keep coming after that are a stream, not a batch, and wait no more). The end is
 // looser than the start on purpose: the pods of the jobs that came before the burst was seen
 // slow the submitting client, and a burst that ended when its rate dipped let loose the pods
 // that slowed it more — at 300 jobs, two runs in five never got back to Rate a second and
@@ -55,13 +57,13 @@ type Gate struct {
 }
 
 // namespace is what the Gate knows of one namespace: when jobs arrived there within the last
-// Window, oldest first, and the last one; whether a burst started; the wake-ups of the jobs
-// waiting for it to end (one per job and controller that asked), and whether a timer will check
-// when that end is due.
+// Window, oldest first, and the last one; when the burst going on there started (zero: none);
+// the wake-ups of the jobs waiting for it to end (one per job and controller that asked), and
+// whether a timer will check when that end is due.
 type namespace struct {
 	at      []time.Time
 	last    time.Time
-	burst   bool
+	since   time.Time
 	wakes   map[waiter]func()
 	checked bool
 }
@@ -106,11 +108,13 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 		g.namespaces[ns] = n
 	}
 	n.prune(now)
-	if !n.bursting(now) {
-		n.burst = false
+	if !g.bursting(n, now) {
+		n.since = time.Time{}
 	}
 	n.at, n.last = append(n.at, now), now
-	n.burst = n.burst || len(n.at) >= Rate
+	if n.since.IsZero() && len(n.at) >= Rate {
+		n.since = now
+	}
 	g.jobs[uid] = &arrived{namespace: ns, at: now}
 	if now.Sub(g.forgotAt) >= Window {
 		g.forgetOld(now)
@@ -137,7 +141,7 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	now := g.clock.Now()
 	n := g.namespaces[j.namespace] // nil: no job arrived there within the Window
 	left := j.at.Add(g.maxHold).Sub(now)
-	if j.released || !n.bursting(now) || left <= 0 {
+	if j.released || !g.bursting(n, now) || left <= 0 {
 		g.release(j, now)
 		if n != nil {
 			// This controller goes on now; the job's others are woken by the check as planned.
@@ -156,7 +160,7 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 	}
 	if !n.checked {
 		n.checked = true
-		g.clock.AfterFunc(n.ends(now), func() { go g.check(j.namespace) })
+		g.clock.AfterFunc(g.ends(n, now), func() { go g.check(j.namespace) })
 	}
 	return left
 }
@@ -183,28 +187,58 @@ func (g *Gate) check(ns string) {
 		return
 	}
 	now := g.clock.Now()
-	if n.bursting(now) {
-		g.clock.AfterFunc(n.ends(now), func() { go g.check(ns) })
+	if g.bursting(n, now) {
+		g.clock.AfterFunc(g.ends(n, now), func() { go g.check(ns) })
 		g.mu.Unlock()
 		return
 	}
-	wakes := n.wakes
-	n.wakes, n.checked, n.burst = nil, false, false
+	wakes := g.inArrivalOrder(n.wakes)
+	n.wakes, n.checked, n.since = nil, false, time.Time{}
 	g.mu.Unlock()
 	for _, wake := range wakes {
 		wake()
 	}
 }
 
-// bursting says whether a burst goes on in n: it started and a job arrived within the last
-// Window. A nil namespace (none arrived within the Window) has none.
-func (n *namespace) bursting(now time.Time) bool {
-	return n != nil && n.burst && now.Sub(n.last) < Window
+// inArrivalOrder is wakes, the jobs that arrived first first: a batch starts in the order it was
+// submitted, as its jobs would have without the burst.
+func (g *Gate) inArrivalOrder(wakes map[waiter]func()) []func() {
+	type ordered struct {
+		at   time.Time
+		uid  types.UID
+		wake func()
+	}
+	all := make([]ordered, 0, len(wakes))
+	for w, wake := range wakes {
+		o := ordered{uid: w.uid, wake: wake}
+		if j := g.jobs[w.uid]; j != nil { // always: a job is forgotten with its wakes
+			o.at = j.at
+		}
+		all = append(all, o)
+	}
+	slices.SortFunc(all, func(a, b ordered) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.uid), string(b.uid))
+	})
+	out := make([]func(), len(all))
+	for i, o := range all {
+		out[i] = o.wake
+	}
+	return out
 }
 
-// ends is how soon, from now, a burst going on in n ends should no job arrive from now on.
-func (n *namespace) ends(now time.Time) time.Duration {
-	return max(n.last.Add(Window).Sub(now), time.Millisecond)
+// bursting says whether a burst goes on in n: it started less than MaxHold ago and a job arrived
+// within the last Window. A nil namespace (none arrived within the Window) has none.
+func (g *Gate) bursting(n *namespace, now time.Time) bool {
+	return n != nil && !n.since.IsZero() && now.Sub(n.last) < Window && now.Sub(n.since) < g.maxHold
+}
+
+// ends is how soon, from now, the burst going on in n ends should no job arrive from now on.
+func (g *Gate) ends(n *namespace, now time.Time) time.Duration {
+	end := min(n.last.Add(Window).Sub(now), n.since.Add(g.maxHold).Sub(now))
+	return max(end, time.Millisecond)
 }
 
 // Arrivals is the predicate that tells g of each object that arrives: created while kiln runs

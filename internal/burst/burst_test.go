@@ -2,6 +2,7 @@ package burst
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +78,13 @@ func TestAJobWaitsForTheBurstItArrivedIn(t *testing.T) {
 	if n := waitQueued(q, 100-(Rate-1)); n != 100-(Rate-1) {
 		t.Errorf("%d woken at the burst's end, want the %d held", n, 100-(Rate-1))
 	}
+	for i := Rate - 1; q.Len() > 0; i++ { // in the order they arrived
+		key, _ := q.Get()
+		if want := job("team-a", i).GetName(); key.Name != want {
+			t.Fatalf("woken %d-th: %s, want %s (the order the jobs arrived in)", i-(Rate-1), key.Name, want)
+		}
+		q.Done(key)
+	}
 	if got := g.Hold(job("team-a", 50), wakes); got != 0 {
 		t.Errorf("held %v once the burst ended, want 0", got)
 	}
@@ -127,30 +135,50 @@ func TestABurstGoesOnWhileItsJobsKeepComing(t *testing.T) {
 	}
 }
 
-// A burst that goes on: the wake-up waits for it, and no job waits longer than MaxHold (the
-// duration Hold returns is when to look again for that).
+// No job waits longer than MaxHold (the duration Hold returns is when to look again for that),
+// and a burst lasts MaxHold at most: jobs that keep coming after it, slower than a burst starts,
+// are a stream and wait no more.
 func TestNoJobWaitsLongerThanMaxHold(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	g := New(2*time.Second, clk)
 	wakes, q := queued(t)
-	for i := range 500 {
+	arrive := func(i int) time.Duration {
 		j := job("ns", i)
 		g.Arrived(j.GetNamespace(), j.GetUID())
-		if i == 20 {
-			if got := g.Hold(j, wakes); got != 2*time.Second {
-				t.Errorf("held job: look again in %v, want its MaxHold, 2s", got)
-			}
+		return g.Hold(j, wakes)
+	}
+	for i := range 500 { // 10 ms apart, for 5 s
+		if got := arrive(i); i == 20 && got != 2*time.Second {
+			t.Errorf("held job: look again in %v, want its MaxHold, 2s", got)
 		}
 		clk.Step(10 * time.Millisecond)
-	}
-	if n := waitQueued(q, 0); n != 0 {
-		t.Errorf("woken while the burst went on")
 	}
 	if got := g.Hold(job("ns", 20), wakes); got != 0 {
 		t.Errorf("job 20, arrived 4.8 s ago, held %v more; want 0 past MaxHold", got)
 	}
 	if got := g.Hold(job("ns", 499), wakes); got <= 0 {
-		t.Error("the newest job is not held while the burst goes on")
+		t.Error("the newest job is not held while jobs keep coming at 100 a second")
+	}
+	clk.Step(3 * time.Second / 2) // quiet: every burst is over
+	waitQueued(q, 1)
+	var held []int
+	for i := 1000; i < 1000+Rate; i++ { // a burst starts
+		if arrive(i) > 0 {
+			held = append(held, i)
+		}
+		clk.Step(10 * time.Millisecond)
+	}
+	for i := 1000 + Rate; i < 1000+Rate+12; i++ { // then 3 a second, for 4 s
+		clk.Step(333*time.Millisecond - 10*time.Millisecond)
+		if arrive(i) > 0 {
+			held = append(held, i)
+		}
+		clk.Step(10 * time.Millisecond)
+	}
+	// The burst started at the Rate-th, 1004, and lasted MaxHold: the 6 after it in its 2 s
+	// waited, the 6 after those do not.
+	if want := []int{1004, 1005, 1006, 1007, 1008, 1009, 1010}; !slices.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
 	}
 }
 
