@@ -171,6 +171,8 @@ func (r *Report) markdown() string {
 		}
 		millis("each submission (a user's create), p50", func(r *Result) float64 { return r.CreateLatency.P50 })
 		millis("each submission (a user's create), p99", func(r *Result) float64 { return r.CreateLatency.P99 })
+		// A create of a second or more ends a burst (internal/burst): the jobs before it go on.
+		millis("each submission (a user's create), the longest", func(r *Result) float64 { return r.CreateLatency.Max })
 	}
 	secs("every job's pods run", func(r *Result) float64 { return r.AllRunning })
 	secs("every job succeeded", func(r *Result) float64 { return r.AllSucceeded })

@@ -87,6 +87,7 @@ type Percentiles struct {
 	P50 float64 `json:"p50"`
 	P90 float64 `json:"p90"`
 	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
 }
 
 // WritesWhileRunning is the mean and maximum over jobs.
@@ -538,5 +539,5 @@ func percentiles(values []float64) Percentiles {
 	}
 	sort.Float64s(values)
 	at := func(q float64) float64 { return values[min(len(values)-1, int(q*float64(len(values))))] }
-	return Percentiles{P50: at(0.5), P90: at(0.9), P99: at(0.99)}
+	return Percentiles{P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: values[len(values)-1]}
 }
