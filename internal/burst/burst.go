@@ -33,12 +33,12 @@ import (
 
 // Rate is how many jobs arriving in one namespace within Window start a burst; it goes on while
 // each next job arrives within Window of the one before, and ends once none did, or once it
-// lasted MaxHold (jobs that keep coming after that are a stream, not a batch, and wait no more). The end is
-// looser than the start on purpose: the pods of the jobs that came before the burst was seen
-// slow the submitting client, and a burst that ended when its rate dipped let loose the pods
-// that slowed it more — at 300 jobs, two runs in five never got back to Rate a second and
-// were submitted 7–12 times slower (docs/performance.md, While kiln works). DefaultMaxHold is
-// kiln's --burst-hold.
+// lasted MaxHold (jobs that keep coming after that are a stream, not a batch, and wait no
+// more). The end is looser than the start on purpose: the pods of the jobs that came before
+// the burst was seen slow the submitting client, and a burst that ended when its rate dipped
+// let loose the pods that slowed it more — at 300 jobs, two runs in five never got back to
+// the rate and were submitted 7–12 times slower (docs/performance.md, While kiln works).
+// DefaultMaxHold is kiln's --burst-hold.
 const (
 	Rate           = 5
 	Window         = time.Second
