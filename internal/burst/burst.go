@@ -13,8 +13,8 @@ package burst
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +37,8 @@ import (
 // more). The end is looser than the start on purpose: the pods of the jobs that came before
 // the burst was seen slow the submitting client, and a burst that ended when its rate dipped
 // let loose the pods that slowed it more — at 300 jobs, two runs in five never got back to
-// the rate and were submitted 7–12 times slower (docs/performance.md, While kiln works).
+// the rate and took 24 and 43 s to submit, the other three 4–7 s (docs/performance.md, While
+// kiln works).
 // DefaultMaxHold is kiln's --burst-hold.
 const (
 	Rate           = 5
@@ -57,15 +58,20 @@ type Gate struct {
 }
 
 // namespace is what the Gate knows of one namespace: when jobs arrived there within the last
-// Window, oldest first, and the last one; when the burst going on there started (zero: none);
-// the wake-ups of the jobs waiting for it to end (one per job and controller that asked), and
-// whether a timer will check when that end is due.
+// Window, oldest first; when the burst going on there started (zero, or stale once it ended:
+// none); the wake-ups of the jobs waiting for it to end (one per job and controller that
+// asked), and whether a timer will check when that end is due.
 type namespace struct {
 	at      []time.Time
-	last    time.Time
 	since   time.Time
-	wakes   map[waiter]func()
+	wakes   map[waiter]wake
 	checked bool
+}
+
+// wake queues a held job with one of its controllers; arrived orders the wakes.
+type wake struct {
+	arrived time.Time
+	queue   func()
 }
 
 // waiter is a job held for one of its controllers, woken through that controller's Wakes.
@@ -111,7 +117,7 @@ func (g *Gate) Arrived(ns string, uid types.UID) {
 	if !g.bursting(n, now) {
 		n.since = time.Time{}
 	}
-	n.at, n.last = append(n.at, now), now
+	n.at = append(n.at, now)
 	if n.since.IsZero() && len(n.at) >= Rate {
 		n.since = now
 	}
@@ -150,10 +156,10 @@ func (g *Gate) Hold(obj client.Object, wakes *Wakes) time.Duration {
 		return 0
 	}
 	if n.wakes == nil {
-		n.wakes = map[waiter]func(){}
+		n.wakes = map[waiter]wake{}
 	}
-	if w := (waiter{uid, wakes}); n.wakes[w] == nil {
-		n.wakes[w] = wakes.of(obj)
+	if w := (waiter{uid, wakes}); n.wakes[w].queue == nil {
+		n.wakes[w] = wake{arrived: j.at, queue: wakes.of(obj)}
 	}
 	if !slices.Contains(j.heldFor, wakes) {
 		j.heldFor = append(j.heldFor, wakes)
@@ -192,52 +198,29 @@ func (g *Gate) check(ns string) {
 		g.mu.Unlock()
 		return
 	}
-	wakes := g.inArrivalOrder(n.wakes)
-	n.wakes, n.checked, n.since = nil, false, time.Time{}
-	g.mu.Unlock()
-	for _, wake := range wakes {
-		wake()
-	}
-}
-
-// inArrivalOrder is wakes, the jobs that arrived first first: a batch starts in the order it was
-// submitted, as its jobs would have without the burst.
-func (g *Gate) inArrivalOrder(wakes map[waiter]func()) []func() {
-	type ordered struct {
-		at   time.Time
-		uid  types.UID
-		wake func()
-	}
-	all := make([]ordered, 0, len(wakes))
-	for w, wake := range wakes {
-		o := ordered{uid: w.uid, wake: wake}
-		if j := g.jobs[w.uid]; j != nil { // always: a job is forgotten with its wakes
-			o.at = j.at
-		}
-		all = append(all, o)
-	}
-	slices.SortFunc(all, func(a, b ordered) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.uid), string(b.uid))
+	// The jobs that arrived first are queued first: the workers take a batch up in the order it
+	// was submitted.
+	wakes := slices.SortedFunc(maps.Values(n.wakes), func(a, b wake) int {
+		return a.arrived.Compare(b.arrived)
 	})
-	out := make([]func(), len(all))
-	for i, o := range all {
-		out[i] = o.wake
+	n.wakes, n.checked = nil, false
+	g.mu.Unlock()
+	for _, w := range wakes {
+		w.queue()
 	}
-	return out
 }
 
 // bursting says whether a burst goes on in n: it started less than MaxHold ago and a job arrived
 // within the last Window. A nil namespace (none arrived within the Window) has none.
 func (g *Gate) bursting(n *namespace, now time.Time) bool {
-	return n != nil && !n.since.IsZero() && now.Sub(n.last) < Window && now.Sub(n.since) < g.maxHold
+	return n != nil && !n.since.IsZero() && len(n.at) > 0 &&
+		now.Sub(n.at[len(n.at)-1]) < Window && now.Sub(n.since) < g.maxHold
 }
 
-// ends is how soon, from now, the burst going on in n ends should no job arrive from now on.
+// ends is how soon, from now, the burst going on in n ends should no job arrive from now on:
+// a Window after its newest arrival, or MaxHold after it started.
 func (g *Gate) ends(n *namespace, now time.Time) time.Duration {
-	end := min(n.last.Add(Window).Sub(now), n.since.Add(g.maxHold).Sub(now))
+	end := min(n.at[len(n.at)-1].Add(Window).Sub(now), n.since.Add(g.maxHold).Sub(now))
 	return max(end, time.Millisecond)
 }
 
