@@ -33,7 +33,10 @@ type Kit struct {
 	// FieldOwner is the server-side-apply field manager.
 	FieldOwner string
 	// Cached is the cache that holds o's kind, when it is not Client's, or nil for a kind no cache
-	// holds (read from Reader alone). Nil Cached: Client for every kind.
+	// holds (read from Reader alone). Nil Cached: Client for every kind. A cache Cached gives
+	// holds every object of its kind the parents control (they carry the labels it selects), and
+	// the controller watches it, an object's arrival reconciling its parent: Delete takes its word
+	// that an object is not there.
 	Cached func(o client.Object) client.Reader
 	// ParentKind names the parent in conflicts ("TFJob", "InferenceService").
 	ParentKind string
@@ -301,9 +304,18 @@ func (k Kit) DeleteParent(ctx context.Context, parent client.Object) (deleted bo
 }
 
 // Delete deletes the object of obj's name when parent controls it (by its UID, so a newer object
-// of the same name stays); one parent does not control, or none, is left alone.
+// of the same name stays); one parent does not control, or none, is left alone. Where Cached
+// gives obj's kind a cache, an object it does not hold is none: the parent's would be there, or,
+// created a moment ago, reconcile the parent again once it is. The apiserver is read otherwise.
+// (An InferenceService drops half a dozen kinds it does not use at every reconcile: reading each
+// from the apiserver was most of what kiln asked of it; measured: docs/performance.md,
+// Measurements behind the code.)
 func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
-	existing, err := k.read(ctx, obj)
+	read := k.read
+	if k.Cached != nil && k.Cached(obj) != nil {
+		read = k.readCache
+	}
+	existing, err := read(ctx, obj)
 	if err != nil || existing == nil || !metav1.IsControlledBy(existing, parent) {
 		return err
 	}
@@ -319,6 +331,17 @@ func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
 
 // read is the object of obj's name: from its cache, else from the apiserver; nil when there is none.
 func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error) {
+	return k.readFrom(ctx, obj, k.Reader)
+}
+
+// readCache is the object of obj's name in its cache; nil when the cache has none.
+func (k Kit) readCache(ctx context.Context, obj client.Object) (client.Object, error) {
+	return k.readFrom(ctx, obj, nil)
+}
+
+// readFrom is the object of obj's name: from its cache, else from api unless it is nil; nil when
+// there is none.
+func (k Kit) readFrom(ctx context.Context, obj client.Object, api client.Reader) (client.Object, error) {
 	existing := obj.DeepCopyObject().(client.Object)
 	key := client.ObjectKeyFromObject(obj)
 	cache := client.Reader(k.Client)
@@ -329,8 +352,8 @@ func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error)
 	if cache != nil {
 		err = cache.Get(ctx, key, existing)
 	}
-	if apierrors.IsNotFound(err) && k.Reader != nil {
-		err = k.Reader.Get(ctx, key, existing)
+	if apierrors.IsNotFound(err) && api != nil {
+		err = api.Get(ctx, key, existing)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
