@@ -13,10 +13,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,17 +33,28 @@ import (
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
-// The serving modes: kiln and KServe's controller, each serving KServe's InferenceServices.
+// The serving modes: kiln and KServe's controller, each serving KServe's InferenceServices, and
+// the floor of the same work.
 const (
 	modeServing = "isvc"
 	modeKServe  = "kserve"
+	// modeServingFloor runs no controller of InferenceServices: a client creates the Deployments
+	// and Services the round's kiln run made, and the cluster's own controllers do the rest. It is
+	// what the cluster takes to serve the same objects, which no controller of them can beat.
+	modeServingFloor = "isvcfloor"
 	// kserveNamespace is where KServe's controller reads its ConfigMap (its POD_NAMESPACE).
 	kserveNamespace = "kserve"
 	// replicasPerNode is how many sklearn replicas (1 CPU each) a fake node of 32 CPUs holds.
 	replicasPerNode = 30
 )
 
-func isServingMode(mode string) bool { return mode == modeServing || mode == modeKServe }
+func isServingMode(mode string) bool {
+	return mode == modeServing || mode == modeKServe || mode == modeServingFloor
+}
+
+// madeByKiln is what the last kiln serving run made, for the floor: each InferenceService's
+// Deployment, then its Service.
+var madeByKiln []client.Object
 
 // inferenceServices is the workload: J InferenceServices of KServe's sklearn sample, as KServe's
 // defaulting webhook writes it (which neither run has): the model form, Standard mode.
@@ -98,6 +111,9 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
 		return nil, err
 	}
+	if mode == modeServingFloor {
+		return servingFloor(ctx, p, c, cluster, nodes, isvcs)
+	}
 	pid, stop, mgr, err := startOperator(ctx, mode == modeServing, cluster, tools, dir, p, []string{"--kinds=kserve-inferenceservice"},
 		func() (int, func(), error) { return startKServe(ctx, cluster, kserveDir, dir) })
 	if err != nil {
@@ -119,7 +135,92 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 	}
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Ready %.1fs; controller %.1f CPU-s, %.0f MiB peak\n",
 		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB)
+	if mode == modeServing {
+		if madeByKiln, err = kilnsObjects(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// servingFloor is the floor's run: the objects kiln made in this round, created by a client with
+// as many requests in flight as the InferenceServices' submission; done once every Deployment is
+// available (kiln's Ready).
+func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcluster.Cluster, nodes int, isvcs []*kservev1beta1.InferenceService) (*Result, error) {
+	if len(madeByKiln) == 0 {
+		return nil, fmt.Errorf("the serving floor creates what kiln made in the round: MODES must list %s before %s", modeServing, modeServingFloor)
+	}
+	expected := map[string]int{}
+	for _, i := range isvcs {
+		expected[i.Name] = 1
+	}
+	obs := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
+	if err := obs.watch(ctx, cluster.Config, []client.Object{&appsv1.Deployment{}}, func(obj any) {
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			return
+		}
+		isvc := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: d.Spec.Template.Labels[kserveLabel], ResourceVersion: d.ResourceVersion}}
+		available := d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= ptr.Deref(d.Spec.Replicas, 1)
+		obs.jobChanged(isvc, available, available, func() string { return fmt.Sprintf("%+v", d.Status) })
+	}); err != nil {
+		return nil, err
+	}
+	defer obs.stop()
+	objs := make([]client.Object, len(madeByKiln))
+	for i, o := range madeByKiln {
+		objs[i] = o.DeepCopyObject().(client.Object)
+	}
+	res, err := measureOperator(ctx, modeServingFloor, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	res.Operator = nil
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Deployment available %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
+	return res, nil
+}
+
+// kserveLabel names a predictor's InferenceService on its pods.
+const kserveLabel = "serving.kserve.io/inferenceservice"
+
+// kilnsObjects is every Deployment and Service kiln made in the benchmark's namespace, each
+// InferenceService's Deployment then its Service, without what the apiserver and the controllers
+// set on them (owner, UID, versions, status, cluster IPs, the Deployment's revision).
+func kilnsObjects(ctx context.Context, c client.Client) ([]client.Object, error) {
+	var deps appsv1.DeploymentList
+	var svcs corev1.ServiceList
+	if err := c.List(ctx, &deps, client.InNamespace(benchNamespace)); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &svcs, client.InNamespace(benchNamespace)); err != nil {
+		return nil, err
+	}
+	made := func(m metav1.ObjectMeta) metav1.ObjectMeta {
+		annotations := maps.Clone(m.Annotations)
+		delete(annotations, "deployment.kubernetes.io/revision")
+		return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, Annotations: annotations}
+	}
+	services := map[string]*corev1.Service{}
+	for i := range svcs.Items {
+		s := &svcs.Items[i]
+		s.ObjectMeta = made(s.ObjectMeta)
+		s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Status = "", nil, corev1.ServiceStatus{}
+		services[s.Name] = s
+	}
+	var out []client.Object
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		d.ObjectMeta, d.Status = made(d.ObjectMeta), appsv1.DeploymentStatus{}
+		out = append(out, d)
+		if s := services[d.Name]; s != nil {
+			out = append(out, s)
+			delete(services, d.Name)
+		}
+	}
+	for _, s := range services {
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // kserveTools is the folder of KServe's release among the tools (hack/tools.sh).
@@ -179,7 +280,7 @@ func observeInferenceServices(ctx context.Context, cfg *rest.Config, isvcs []*ks
 	for _, i := range isvcs {
 		expected[i.Name] = 1
 	}
-	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels["serving.kserve.io/inferenceservice"] })
+	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
 	return o, o.watch(ctx, cfg, []client.Object{&kservev1beta1.InferenceService{}}, func(obj any) {
 		if i, ok := obj.(*kservev1beta1.InferenceService); ok {
 			ready := meta.IsStatusConditionTrue(i.Status.Conditions, kservev1beta1.ConditionReady)
@@ -200,6 +301,11 @@ func (r *Report) servingMarkdown() string {
 		if res.Incomplete {
 			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
 		}
+	}
+	if floor := r.run(modeServingFloor); floor != nil && kiln != nil {
+		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
+			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
+			floor.ComponentCPU["kube-apiserver"], floor.ComponentCPU["kube-controller-manager"])
 	}
 	comparison(&b, kserve, kiln, "KServe v0.20", "kiln", "kiln / KServe", []comparisonRow{
 		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
