@@ -311,11 +311,11 @@ func (k Kit) DeleteParent(ctx context.Context, parent client.Object) (deleted bo
 // from the apiserver was most of what kiln asked of it; measured: docs/performance.md,
 // Measurements behind the code.)
 func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
-	read := k.read
+	api := k.Reader
 	if k.Cached != nil && k.Cached(obj) != nil {
-		read = k.readCache
+		api = nil // the cache's word
 	}
-	existing, err := read(ctx, obj)
+	existing, err := k.readFrom(ctx, obj, api)
 	if err != nil || existing == nil || !metav1.IsControlledBy(existing, parent) {
 		return err
 	}
@@ -332,11 +332,6 @@ func (k Kit) Delete(ctx context.Context, parent, obj client.Object) error {
 // read is the object of obj's name: from its cache, else from the apiserver; nil when there is none.
 func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error) {
 	return k.readFrom(ctx, obj, k.Reader)
-}
-
-// readCache is the object of obj's name in its cache; nil when the cache has none.
-func (k Kit) readCache(ctx context.Context, obj client.Object) (client.Object, error) {
-	return k.readFrom(ctx, obj, nil)
 }
 
 // readFrom is the object of obj's name: from its cache, else from api unless it is nil; nil when
