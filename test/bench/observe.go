@@ -24,6 +24,9 @@ type observer struct {
 	status bool // finish on the jobs' Succeeded conditions rather than on their pods
 	trace  string
 	jobOf  func(*corev1.Pod) string // the job a pod is of
+	// workload, when set, is the job an object the benchmark creates is of (the serving floor
+	// creates Deployments and Services); nil: the object is the job.
+	workload func(client.Object) string
 
 	mu        sync.Mutex
 	t0        time.Time
@@ -151,6 +154,14 @@ func (o *observer) since(t time.Time) float64 {
 }
 
 // created records when the benchmark first asked for something of job.
+// workloadOf is the job obj, which the benchmark creates, is or is of.
+func (o *observer) workloadOf(obj client.Object) string {
+	if o.workload != nil {
+		return o.workload(obj)
+	}
+	return obj.GetName()
+}
+
 func (o *observer) created(job string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -85,6 +85,16 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 		return nil, err
 	}
 	defer done()
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+		return nil, err
+	}
+	if mode == modeServingFloor { // no InferenceServices: neither their CRDs nor runtimes
+		return servingFloor(ctx, p, c, cluster, nodes, isvcs)
+	}
 	kserveDir, err := kserveTools(tools)
 	if err != nil {
 		return nil, err
@@ -97,22 +107,12 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 	if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
 		return nil, err
 	}
-	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
-		return nil, err
-	}
 	runtimes, err := devcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "kserve", "runtimes.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	if err := devcluster.Apply(ctx, cluster.Client, "", runtimes); err != nil {
 		return nil, err
-	}
-	if mode == modeServingFloor {
-		return servingFloor(ctx, p, c, cluster, nodes, isvcs)
 	}
 	pid, stop, mgr, err := startOperator(ctx, mode == modeServing, cluster, tools, dir, p, []string{"--kinds=kserve-inferenceservice"},
 		func() (int, func(), error) { return startKServe(ctx, cluster, kserveDir, dir) })
@@ -150,11 +150,14 @@ func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcl
 	if len(madeByKiln) == 0 {
 		return nil, fmt.Errorf("the serving floor creates what kiln made in the round: MODES must list %s before %s", modeServing, modeServingFloor)
 	}
-	expected := map[string]int{}
-	for _, i := range isvcs {
-		expected[i.Name] = 1
+	obs := servingObserver(isvcs)
+	// Each object kiln made carries its InferenceService's name where its pods are selected.
+	obs.workload = func(o client.Object) string {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			return d.Spec.Template.Labels[kserveLabel]
+		}
+		return o.(*corev1.Service).Spec.Selector[kserveLabel]
 	}
-	obs := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
 	if err := obs.watch(ctx, cluster.Config, []client.Object{&appsv1.Deployment{}}, func(obj any) {
 		d, ok := obj.(*appsv1.Deployment)
 		if !ok {
@@ -273,14 +276,19 @@ func startKServe(ctx context.Context, cluster *devcluster.Cluster, kserveDir, di
 		[]string{"KUBECONFIG=" + cluster.Kubeconfig, "POD_NAMESPACE=" + kserveNamespace}, dir, probe)
 }
 
-// observeInferenceServices is the observer of a serving run: a pod is its InferenceService's by
-// KServe's label, and an InferenceService is done once Ready.
-func observeInferenceServices(ctx context.Context, cfg *rest.Config, isvcs []*kservev1beta1.InferenceService) (*observer, error) {
+// servingObserver observes isvcs, one pod each, a pod theirs by KServe's label.
+func servingObserver(isvcs []*kservev1beta1.InferenceService) *observer {
 	expected := map[string]int{}
 	for _, i := range isvcs {
 		expected[i.Name] = 1
 	}
-	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
+	return newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
+}
+
+// observeInferenceServices is the observer of a serving run: a pod is its InferenceService's by
+// KServe's label, and an InferenceService is done once Ready.
+func observeInferenceServices(ctx context.Context, cfg *rest.Config, isvcs []*kservev1beta1.InferenceService) (*observer, error) {
+	o := servingObserver(isvcs)
 	return o, o.watch(ctx, cfg, []client.Object{&kservev1beta1.InferenceService{}}, func(obj any) {
 		if i, ok := obj.(*kservev1beta1.InferenceService); ok {
 			ready := meta.IsStatusConditionTrue(i.Status.Conditions, kservev1beta1.ConditionReady)

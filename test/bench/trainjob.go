@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,7 +172,7 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 		go mgr.profile(profile)
 	}
 	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
-		obs.created(workloadOf(objs[i]))
+		obs.created(obs.workloadOf(objs[i]))
 		if err := c.Create(ctx, objs[i].DeepCopyObject().(client.Object)); err != nil {
 			return fmt.Errorf("creating %s: %w", objs[i].GetName(), err)
 		}
@@ -205,18 +204,6 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 		}
 	}
 	return res, nil
-}
-
-// workloadOf is the name of the workload o is: its own, or for the serving floor's Deployments and
-// Services, their InferenceService's.
-func workloadOf(o client.Object) string {
-	if d, ok := o.(*appsv1.Deployment); ok {
-		return d.Spec.Template.Labels[kserveLabel]
-	}
-	if s, ok := o.(*corev1.Service); ok && s.Spec.Selector[kserveLabel] != "" {
-		return s.Spec.Selector[kserveLabel]
-	}
-	return o.GetName()
 }
 
 // must is v, or 0 when reading /proc failed (the process is gone: it is reported as such).
