@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"testing"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Metrics reads the Prometheus text exposition at http://addr/metrics (a manager's metrics
@@ -38,4 +40,33 @@ func Label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// MetricValue is a counter's value, or a histogram's count, of the first sample of this process's
+// registry (which a manager started by StartManager serves) whose labels include labels; 0 when
+// there is none yet.
+func MetricValue(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			for k, v := range labels {
+				if Label(m, k) != v {
+					continue samples
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

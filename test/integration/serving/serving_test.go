@@ -252,6 +252,65 @@ func TestReadyWithURLAndScale(t *testing.T) {
 	}
 }
 
+// At every reconcile a service deletes what its spec does not use (an HPA, a NetworkPolicy, a
+// canary, ...); its caches say there is none, and the apiserver is not asked again each time (it
+// was: most of what kiln asked of the apiserver; docs/performance.md, Measurements behind the code).
+func TestReconcilesDoNotReadWhatTheServiceDoesNotUse(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "quiet", nil))
+	makeReady(t, deployment(t, ns, "quiet-predictor"))
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+
+	unused := []string{"horizontalpodautoscalers", "networkpolicies"}
+	gets := func() map[string]float64 {
+		n := map[string]float64{}
+		for _, resource := range unused {
+			n[resource] = testenv.MetricValue(t, "kiln_api_requests_total", map[string]string{"method": "GET", "resource": resource})
+		}
+		return n
+	}
+	reconciles := func() float64 {
+		return testenv.MetricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": "inferenceservice", "result": "success"})
+	}
+	before, reconciledBefore := gets(), reconciles()
+
+	// Each scale is a new generation, then a Deployment to follow and report: reconciles.
+	for _, replicas := range []int32{2, 3, 4} {
+		testenv.Eventually(t, func() error {
+			fresh := &servingv1alpha1.InferenceService{}
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(i), fresh); err != nil {
+				return err
+			}
+			scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
+			return env.Client.SubResource("scale").Update(context.Background(), fresh, client.WithSubResourceBody(scale))
+		})
+		testenv.Eventually(t, func() error {
+			if d := deployment(t, ns, "quiet-predictor"); d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+				return fmt.Errorf("deployment replicas %v, want %d", d.Spec.Replicas, replicas)
+			}
+			return nil
+		})
+		makeReady(t, deployment(t, ns, "quiet-predictor"))
+	}
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if i.Status.ReadyReplicas != 4 {
+			return fmt.Errorf("ready replicas %d, want 4", i.Status.ReadyReplicas)
+		}
+		return nil
+	})
+
+	if n := reconciles() - reconciledBefore; n < 3 {
+		t.Fatalf("%v reconciles while scaling three times; the test needs 3 at least", n)
+	}
+	after := gets()
+	for _, resource := range unused {
+		if n := after[resource] - before[resource]; n != 0 {
+			t.Errorf("kiln read %v %s from the apiserver over %v reconciles of services that use none; want 0",
+				n, resource, reconciles()-reconciledBefore)
+		}
+	}
+}
+
 // spec.pod, the GPU resource and the startup budget reach the Deployment the apiserver stores.
 func TestPodOptionsReachTheDeployment(t *testing.T) {
 	ns := env.Namespace(t)

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainingv1alpha1 "github.com/kiln-ml/kiln/api/training/v1alpha1"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -73,35 +72,7 @@ func TestPyJobCreationIgnoresTheCachesLag(t *testing.T) {
 
 // reconcileErrors is controller-runtime's count of failed reconciles of a controller so far.
 func reconcileErrors(t *testing.T, controller string) float64 {
-	return metricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": controller})
-}
-
-// metricValue is a counter's value, or a histogram's count, of the sample of this process's
-// registry (which kiln's manager serves) whose labels include labels.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			for k, v := range labels {
-				if testenv.Label(m, k) != v {
-					continue samples
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return testenv.MetricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": controller})
 }
 
 // A Job of the PyJob's name that someone else made (so not in kiln's cache) is never adopted: the
@@ -371,8 +342,8 @@ func TestPyJobTransitionsAreEventsAndMetrics(t *testing.T) {
 	ns := env.Namespace(t)
 	pyjob := map[string]string{"framework": "pyjob"}
 	counted := map[string]string{"framework": "pyjob", "job_namespace": ns}
-	toRunning := metricValue(t, "kiln_job_time_to_running_seconds", pyjob)
-	succeeded := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"})
+	toRunning := testenv.MetricValue(t, "kiln_job_time_to_running_seconds", pyjob)
+	succeeded := testenv.MetricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"})
 	p := builder.PyJob("told", ns)
 	key, bj := startPyJob(t, p)
 	// The batch Job's pod, as its controller and a kubelet would make it.
@@ -399,14 +370,14 @@ func TestPyJobTransitionsAreEventsAndMetrics(t *testing.T) {
 		"training_operator_jobs_successful_total": 1,
 		"training_operator_jobs_failed_total":     0,
 	} {
-		if got := metricValue(t, name, counted); got != want {
+		if got := testenv.MetricValue(t, name, counted); got != want {
 			t.Errorf("%s%v = %v, want %v", name, counted, got, want)
 		}
 	}
-	if got := metricValue(t, "kiln_job_time_to_running_seconds", pyjob) - toRunning; got < 1 {
+	if got := testenv.MetricValue(t, "kiln_job_time_to_running_seconds", pyjob) - toRunning; got < 1 {
 		t.Errorf("time to running observed %v times more, want at least once", got)
 	}
-	if got := metricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"}) - succeeded; got < 1 {
+	if got := testenv.MetricValue(t, "kiln_job_duration_seconds", map[string]string{"framework": "pyjob", "outcome": "succeeded"}) - succeeded; got < 1 {
 		t.Errorf("duration of succeeded runs observed %v times more, want at least once", got)
 	}
 }
