@@ -127,7 +127,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.Serving.KServeIngressDomain, "kserve-ingress-domain", "", "expose each KServe InferenceService outside the cluster through an Ingress for <name>-<namespace>.<domain> (and <name>-predictor-<namespace>.<domain>), as KServe's ingressDomain; empty: none (its url is its in-cluster address)")
 	fs.StringVar(&o.Serving.KServeIngressClass, "kserve-ingress-class", "", "ingressClassName of those Ingresses; empty: the cluster's default IngressClass")
 	fs.BoolVar(&o.KServe, "kserve", false, "serve KServe's serving.kserve.io InferenceService too, beside the kinds --kinds names (or all of them); its CRDs must be installed (the install's kserve component, the chart's kserve.enabled: docs/kserve.md)")
-	fs.IntVar(&o.Workers, "workers", 8, "reconcile workers per kind (docs/performance.md: While kiln works, 16 workers per kind)")
+	fs.IntVar(&o.Workers, "workers", 16, "reconcile workers per kind (docs/performance.md: While kiln works, 16 workers per kind)")
 	fs.IntVar(&o.Engine.Parallelism, "write-parallelism", 32, "pod and service writes one reconcile has in flight")
 	fs.DurationVar(&o.Engine.ChildEventBatch, "child-event-batch", replicajob.DefaultChildEventBatch, "a job is planned again this long after the first event of its pods and services, with every such event seen by then (pods starting together make one reconcile); 0: at every event")
 	burstHold := fs.Duration("burst-hold", burst.DefaultMaxHold, "once jobs arrive in a namespace at 5 or more a second (a script or pipeline submitting a batch), new jobs' pods and first status wait until none arrived there for a second, this long at most; 0: never (docs/decisions.md #20)")
