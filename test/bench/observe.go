@@ -153,7 +153,6 @@ func (o *observer) since(t time.Time) float64 {
 	return t.Sub(o.t0).Seconds()
 }
 
-// created records when the benchmark first asked for something of job.
 // workloadOf is the job obj, which the benchmark creates, is or is of.
 func (o *observer) workloadOf(obj client.Object) string {
 	if o.workload != nil {
@@ -162,6 +161,7 @@ func (o *observer) workloadOf(obj client.Object) string {
 	return obj.GetName()
 }
 
+// created records when the benchmark first asked for something of job.
 func (o *observer) created(job string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

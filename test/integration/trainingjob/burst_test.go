@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +14,6 @@ import (
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/framework"
-	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -121,7 +119,7 @@ func TestPyJobsSubmittedInABurstGetTheirJobOnceItIsIn(t *testing.T) {
 // that kiln held some of them for the burst (kiln_burst_hold_seconds).
 func submitInABurst(t *testing.T, jobs []client.Object, ran func()) {
 	t.Helper()
-	held := heldJobs()
+	held := heldJobs(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
@@ -137,7 +135,7 @@ func submitInABurst(t *testing.T, jobs []client.Object, ran func()) {
 		t.Fatalf("creating a job of the burst: %v", err)
 	}
 	ran()
-	if heldJobs() == held {
+	if heldJobs(t) == held {
 		t.Errorf("%d jobs created at once in one namespace: kiln held none of them (kiln_burst_hold_seconds)", len(jobs))
 	}
 }
@@ -159,8 +157,6 @@ func waitBatchJob(t *testing.T, j client.Object) {
 }
 
 // heldJobs is how many jobs kiln has held for a burst so far, in this process.
-func heldJobs() uint64 {
-	var m dto.Metric
-	_ = metrics.BurstHold.Write(&m)
-	return m.GetHistogram().GetSampleCount()
+func heldJobs(t *testing.T) float64 {
+	return testenv.MetricValue(t, "kiln_burst_hold_seconds", nil)
 }
