@@ -46,11 +46,7 @@ func newKubectlKiln(t *testing.T, ns string) kubectlKiln {
 		if plugin.dir, plugin.err = os.MkdirTemp("", "kubectl-kiln-"); plugin.err != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(plugin.dir, "kubectl-kiln"), "./cmd/kubectl-kiln")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			plugin.err = fmt.Errorf("building kubectl-kiln: %w\n%s", err, out)
-		}
+		plugin.err = testenv.Build("kubectl-kiln", filepath.Join(plugin.dir, "kubectl-kiln"))
 	})
 	if plugin.err != nil {
 		t.Fatal(plugin.err)

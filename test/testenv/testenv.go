@@ -181,12 +181,22 @@ func BuildKiln(t testing.TB) string {
 func BuildCommand(t testing.TB, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
-	cmd.Dir = RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", name, err, out)
+	if err := Build(name, bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+// Build builds the binary of cmd/<name> to the file out as the image and make build do: static
+// (no cgo) and -trimpath, so tests run what ships.
+func Build(name, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/"+name)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", name, err, output)
+	}
+	return nil
 }
 
 // InstallCRDs installs the CRDs of the given files or folders and waits until they are served.
