@@ -223,7 +223,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}
 	// The Deployments as the apply answered: a spec change shows as a generation their
 	// controller has not observed yet, so Ready never speaks of the previous model.
-	stableDep, canaryDep, applyErr := r.applyAll(ctx, e, sc, have, stableDep, canaryDep)
+	stableDep, canaryDep, servicesNext, applyErr := r.applyAll(ctx, e, sc, have, stableDep, canaryDep)
+	if servicesNext && applyErr == nil {
+		return reconcile.Result{}, nil // the Deployment's arrival reconciles it again
+	}
 	trouble, err := r.troubleOf(ctx, e, stableDep, applyErr)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -472,8 +475,18 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 // owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
 // applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
 // the apply answered (as read, where nothing was applied).
-func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, err error) {
+//
+// An endpoint without its stable Deployment yet gets its Deployments and autoscalers alone
+// (servicesNext): its Services, and its first status, come with the reconcile the Deployment's
+// arrival brings, at once unless the apiserver has many Services to make. The apiserver makes
+// Services one at a time (about 20 a second on 2 cores), and a reconcile that waited for its
+// Service held back the next endpoints' Deployments, whose pods take longest
+// (docs/decisions.md, 21).
+func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, servicesNext bool, err error) {
 	p := desired(e, sc, have, r.opts)
+	if servicesNext = stableDep == nil; servicesNext {
+		p.want = slices.DeleteFunc(p.want, func(o client.Object) bool { _, ok := o.(*corev1.Service); return ok })
+	}
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
@@ -495,7 +508,7 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 		return nil
 	}
 	if err := r.kit.ApplyAll(ctx, e.parent, p.want, handOver); err != nil {
-		return stableDep, canaryDep, err
+		return stableDep, canaryDep, servicesNext, err
 	}
 	stableDep = p.stable
 	if p.canary != nil {
@@ -503,10 +516,10 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 	}
 	for _, o := range p.drop {
 		if err := r.kit.Delete(ctx, e.parent, o); err != nil {
-			return stableDep, canaryDep, err
+			return stableDep, canaryDep, servicesNext, err
 		}
 	}
-	return stableDep, canaryDep, nil
+	return stableDep, canaryDep, servicesNext, nil
 }
 
 // HandoverFieldManager keeps a Deployment's replica count while an autoscaler takes it over.

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -73,4 +76,52 @@ func TestARefusedChildReachesTheStatus(t *testing.T) {
 		return nil
 	})
 	env.AwaitEvent(t, ns, "badlabel", "", "Refused")
+}
+
+// A new InferenceService's Deployment is made before its Service, and its first status comes with
+// the Service: no status gives an address no Service answers. Here the namespace's quota refuses
+// every Service: the Deployment is made, the status says the Service was refused, and no status
+// written on the way gave the address.
+func TestNoAddressIsGivenBeforeItsServiceExists(t *testing.T) {
+	t.Parallel()
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	none := corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	testenv.EnforceQuota(t, env.Client, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-services"},
+		Spec: corev1.ResourceQuotaSpec{Hard: none}}, &corev1.ResourceQuotaStatus{Hard: none, Used: none}, probe)
+
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(ctx, &kservev1beta1.InferenceServiceList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	sample := kserveSample(t, "samples/sklearn/v1/sklearn.yaml", ns)
+	if err := env.Client.Create(ctx, sample); err != nil {
+		t.Fatal(err)
+	}
+	deployment(t, ns, "sklearn-iris-predictor")
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			isvc, ok := ev.Object.(*kservev1beta1.InferenceService)
+			if !ok {
+				t.Fatalf("watch event %s: %T", ev.Type, ev.Object)
+			}
+			if a := isvc.Status.Address; a != nil {
+				t.Fatalf("status gave the address %s while its Service cannot exist: %+v", a.URL, isvc.Status.Conditions)
+			}
+			if c := meta.FindStatusCondition(isvc.Status.Conditions, "Ready"); c != nil && c.Reason == "Refused" && strings.Contains(c.Message, "Service sklearn-iris-predictor") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no status said Service sklearn-iris-predictor was refused within a minute")
+		}
+	}
 }
