@@ -476,21 +476,31 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 // applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
 // the apply answered (as read, where nothing was applied).
 //
-// An endpoint without its stable Deployment yet gets its Deployments and autoscalers alone
-// (servicesNext): its Services, and its first status, come with the reconcile the Deployment's
-// arrival brings, at once unless the apiserver has many Services to make. The apiserver makes
-// Services one at a time (about 20 a second on 2 cores), and a reconcile that waited for its
-// Service held back the next endpoints' Deployments, whose pods take longest
-// (docs/decisions.md, 21).
+// A new endpoint — its stable Deployment in neither the cache nor the apiserver — gets everything
+// but its Services (servicesNext): its Services, the objects it no longer wants deleted and its
+// first status come with the reconcile the Deployment's arrival in the cache brings, at once
+// unless the apiserver has many Services to make. The apiserver makes Services about one at a
+// time (16–21 a second on 2 cores), and a reconcile that waited for its Service held back the
+// next endpoints' Deployments, whose pods take longest (docs/decisions.md, 21).
 func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, servicesNext bool, err error) {
 	p := desired(e, sc, have, r.opts)
-	if servicesNext = stableDep == nil; servicesNext {
-		p.want = slices.DeleteFunc(p.want, func(o client.Object) bool { _, ok := o.(*corev1.Service); return ok })
+	want, services := p.want, []client.Object(nil)
+	if stableDep == nil { // new, unless the apiserver has it out of the cache's sight
+		want = nil
+		for _, o := range p.want {
+			if _, ok := o.(*corev1.Service); ok {
+				services = append(services, o)
+			} else {
+				want = append(want, o)
+			}
+		}
 	}
 	// An autoscaler about to take over a Deployment's replicas: kiln's apply stops setting them,
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
 	handOver := func() error {
+		// ApplyAll has given each object that exists its UID: without one, this apply makes it.
+		servicesNext = stableDep == nil && p.stable.GetUID() == ""
 		for _, h := range []struct {
 			dep        *appsv1.Deployment
 			autoscaled bool
@@ -507,19 +517,26 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 		}
 		return nil
 	}
-	if err := r.kit.ApplyAll(ctx, e.parent, p.want, handOver); err != nil {
-		return stableDep, canaryDep, servicesNext, err
+	if err := r.kit.ApplyAll(ctx, e.parent, want, handOver); err != nil {
+		return stableDep, canaryDep, false, err
 	}
 	stableDep = p.stable
 	if p.canary != nil {
 		canaryDep = p.canary
 	}
+	if servicesNext {
+		return stableDep, canaryDep, true, nil
+	}
+	// No arrival brings another reconcile for a Deployment that was there already.
+	if err := r.kit.ApplyAll(ctx, e.parent, services, nil); err != nil {
+		return stableDep, canaryDep, false, err
+	}
 	for _, o := range p.drop {
 		if err := r.kit.Delete(ctx, e.parent, o); err != nil {
-			return stableDep, canaryDep, servicesNext, err
+			return stableDep, canaryDep, false, err
 		}
 	}
-	return stableDep, canaryDep, servicesNext, nil
+	return stableDep, canaryDep, false, nil
 }
 
 // HandoverFieldManager keeps a Deployment's replica count while an autoscaler takes it over.

@@ -216,9 +216,7 @@ func TestMonitoringWherePrometheusOperatorIsInstalled(t *testing.T) {
 		}
 	}
 	svc := &corev1.Service{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "watched-predictor"}, svc); err != nil {
-		t.Fatal(err)
-	}
+	env.Await(t, ns, "watched-predictor", svc) // made after the Deployment, in the next reconcile
 	ports := deployment(t, ns, "watched-predictor").Spec.Template.Spec.Containers[0].Ports
 	if len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Name != "metrics" || svc.Spec.Ports[1].Port != 8082 || len(ports) != 2 || ports[1].ContainerPort != 8082 {
 		t.Errorf("Service ports %+v, container ports %+v: want metrics on 8082", svc.Spec.Ports, ports)

@@ -106,10 +106,13 @@ func TestNoAddressIsGivenBeforeItsServiceExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	deployment(t, ns, "sklearn-iris-predictor")
-	deadline := time.After(time.Minute)
+	deadline := time.After(testenv.Timeout)
 	for {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatal("the watch of InferenceServices ended before a status said the Service was refused")
+			}
 			isvc, ok := ev.Object.(*kservev1beta1.InferenceService)
 			if !ok {
 				t.Fatalf("watch event %s: %T", ev.Type, ev.Object)
@@ -121,7 +124,7 @@ func TestNoAddressIsGivenBeforeItsServiceExists(t *testing.T) {
 				return
 			}
 		case <-deadline:
-			t.Fatal("no status said Service sklearn-iris-predictor was refused within a minute")
+			t.Fatalf("no status said Service sklearn-iris-predictor was refused within %v", testenv.Timeout)
 		}
 	}
 }
