@@ -97,7 +97,8 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 
 // ApplyAll is Apply of every object of objs, in order, reading each once: nothing is applied
 // unless parent may have every one (the first *Conflict comes back). before, when given, runs
-// between the checks and the applies.
+// between the checks and the applies; by then each object of objs that exists carries its UID,
+// and one without a UID is about to be created.
 func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
 	existing := make([]client.Object, len(objs))
 	sums := make([][sha256.Size]byte, len(objs))

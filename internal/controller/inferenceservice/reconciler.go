@@ -499,8 +499,6 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 	// and a field that loses its only owner is reset (to 1). Another field manager first applies
 	// the current count, so the count stays until the autoscaler changes it.
 	handOver := func() error {
-		// ApplyAll has given each object that exists its UID: without one, this apply makes it.
-		servicesNext = stableDep == nil && p.stable.GetUID() == ""
 		for _, h := range []struct {
 			dep        *appsv1.Deployment
 			autoscaled bool
@@ -517,7 +515,12 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 		}
 		return nil
 	}
-	if err := r.kit.ApplyAll(ctx, e.parent, want, handOver); err != nil {
+	before := func() error {
+		// A stable Deployment without the UID of an existing one is made by this apply.
+		servicesNext = stableDep == nil && p.stable.GetUID() == ""
+		return handOver()
+	}
+	if err := r.kit.ApplyAll(ctx, e.parent, want, before); err != nil {
 		return stableDep, canaryDep, false, err
 	}
 	stableDep = p.stable

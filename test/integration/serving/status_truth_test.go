@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
@@ -30,15 +29,7 @@ func TestReadyAtAGenerationMeansItsModelServes(t *testing.T) {
 	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
 	// Every version of the status from the edit on, as a watch delivers them: a Ready True
 	// corrected a moment later is still a lie that kstatus, Flux or Argo may have read.
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(context.Background(), &servingv1alpha1.InferenceServiceList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := env.Watch(t, &servingv1alpha1.InferenceServiceList{}, ns)
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.ModelURI = "s3://models/iris/v2" })
 	deadline := time.After(testenv.Quiet + 2*time.Second)
 	for seen := false; !seen; {
@@ -92,15 +83,7 @@ func TestNoAddressIsGivenBeforeItsServiceExists(t *testing.T) {
 	testenv.EnforceQuota(t, env.Client, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-services"},
 		Spec: corev1.ResourceQuotaSpec{Hard: none}}, &corev1.ResourceQuotaStatus{Hard: none, Used: none}, probe)
 
-	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := watcher.Watch(ctx, &kservev1beta1.InferenceServiceList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := env.Watch(t, &kservev1beta1.InferenceServiceList{}, ns)
 	sample := kserveSample(t, "samples/sklearn/v1/sklearn.yaml", ns)
 	if err := env.Client.Create(ctx, sample); err != nil {
 		t.Fatal(err)
