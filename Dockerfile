@@ -10,9 +10,10 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
-RUN v=${VERSION:-$(cat VERSION)} && CGO_ENABLED=0 go build -trimpath \
+# The flags of internal/version.BuildFlags.
+RUN v=${VERSION:-$(cat VERSION)} && CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace \
     -ldflags="-s -w -X github.com/kiln-ml/kiln/internal/version.Version=$v -X github.com/kiln-ml/kiln/internal/version.Commit=$COMMIT" \
-    -o /kiln ./cmd/kiln && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /kiln-fetch ./cmd/kiln-fetch
+    -o /kiln ./cmd/kiln && CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace -ldflags="-s -w" -o /kiln-fetch ./cmd/kiln-fetch
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /kiln /kiln

@@ -23,9 +23,9 @@ KILN_API_PATHS = ./api/kubeflow.org/...;./api/serving/...;./api/trainer.kubeflow
 .PHONY: all build tools generate verify test test-unit test-integration test-e2e fuzz run bench release
 all: build
 
-# bin/ holds the binaries as the image builds them (Dockerfile): static, without cgo, and -trimpath,
-# so make run, the tests and make bench run and measure what ships.
-GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
+# bin/ holds the binaries as the image builds them (Dockerfile): static, without cgo, with the flags
+# of internal/version.BuildFlags, so make run, the tests and make bench run and measure what ships.
+GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace
 
 build: ## Build bin/kiln, stamped with its version (bin/kiln version), bin/kiln-fetch and bin/kubectl-kiln.
 	$(GO_BUILD) -ldflags "$(LDFLAGS)" -o bin/kiln ./cmd/kiln

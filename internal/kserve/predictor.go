@@ -1,7 +1,6 @@
 package kserve
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/template"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -325,29 +323,6 @@ func strategicMerge[T any](base T, overlay any) (T, error) {
 	}
 	err = json.Unmarshal(merged, &out)
 	return out, err
-}
-
-// fillTemplates executes the container, written as JSON, as a Go template of the
-// InferenceService's metadata: {{.Name}}, {{.Namespace}}, {{.Labels.x}}, {{.Annotations.x}}.
-func fillTemplates(c *corev1.Container, meta metav1.ObjectMeta) error {
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	t, err := template.New(c.Name).Option("missingkey=zero").Parse(string(raw))
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := t.Execute(&out, meta); err != nil {
-		return err
-	}
-	var filled corev1.Container
-	if err := json.Unmarshal(out.Bytes(), &filled); err != nil {
-		return fmt.Errorf("the filled container is not a container: %w", err)
-	}
-	*c = filled
-	return nil
 }
 
 var imageTag = regexp.MustCompile(`:[\w.\-]*$`)

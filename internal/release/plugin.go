@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 // Platform is an operating system and architecture kubectl-kiln is built for.
@@ -86,7 +88,8 @@ func plugin(root, tag, commit, outDir string, p Platform) (string, string, error
 	defer func() { _ = os.RemoveAll(tmp) }()
 	bin := filepath.Join(tmp, "kubectl-kiln")
 	ldflags := "-s -w -X github.com/kiln-ml/kiln/internal/version.Version=" + tag + " -X github.com/kiln-ml/kiln/internal/version.Commit=" + commit
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", bin, "./cmd/kubectl-kiln")
+	args := append(append([]string{"build"}, version.BuildFlags...), "-ldflags", ldflags, "-o", bin, "./cmd/kubectl-kiln")
+	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/burst"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/internal/replicajob"
+	"github.com/kiln-ml/kiln/internal/version"
 )
 
 // Timeouts of the suites: how long a reconcile-driven change may take to show, and how long to
@@ -188,9 +189,10 @@ func BuildCommand(t testing.TB, name string) string {
 }
 
 // Build builds the binary of cmd/<name> to the file out as the image and make build do: static
-// (no cgo) and -trimpath, so tests run what ships.
+// (no cgo), with version.BuildFlags, so tests run what ships.
 func Build(name, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/"+name)
+	args := append(append([]string{"build"}, version.BuildFlags...), "-o", out, "./cmd/"+name)
+	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {

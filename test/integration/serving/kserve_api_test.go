@@ -150,7 +150,7 @@ func TestKServeInferenceServicesOutOfBoundsAreRefusedNamingTheField(t *testing.T
 }
 
 // pickFromKServesRuntimes: among KServe's own runtimes, kiln picks for each format what KServe's
-// rules pick.
+// rules pick, and builds the pod with every template of the runtime filled.
 func pickFromKServesRuntimes(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	var csrs []kservev1alpha1.ClusterServingRuntime
@@ -181,6 +181,16 @@ func pickFromKServesRuntimes(t *testing.T, objs []*unstructured.Unstructured) {
 		got, err := kserve.Pick(kserve.ModelOf(&p), nil, kserve.Clustered(csrs))
 		if err != nil || got.Name != tc.want || !got.Cluster {
 			t.Errorf("for predictor %s kiln picks %q, %v; KServe's rules pick ClusterServingRuntime %s", tc.predictor, got.Name, err, tc.want)
+			continue
+		}
+		isvc := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Labels: map[string]string{"modelClass": "c"}}}
+		built, err := kserve.Build(isvc, &p, nil, kserve.Clustered(csrs))
+		if err != nil {
+			t.Errorf("for predictor %s on %s: %v", tc.predictor, got.Name, err)
+			continue
+		}
+		if pod, _ := json.Marshal(built.Pod); strings.Contains(string(pod), "{{") {
+			t.Errorf("for predictor %s, %s's pod keeps a template: %s", tc.predictor, got.Name, pod)
 		}
 	}
 }

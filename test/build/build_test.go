@@ -1,0 +1,85 @@
+// Package build checks how kiln's binaries are built: with the flags of version.BuildFlags
+// everywhere, and so that the linker can drop the methods nobody calls.
+package build
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kiln-ml/kiln/internal/version"
+	"github.com/kiln-ml/kiln/test/testenv"
+)
+
+// TestMakeAndTheImageBuildWithTheFlags fails when `make build` or the Dockerfile builds a binary
+// without version.BuildFlags (the tests' builds and the release's take them from there).
+func TestMakeAndTheImageBuildWithTheFlags(t *testing.T) {
+	flags := strings.Join(version.BuildFlags, " ")
+	goBuild := regexp.MustCompile(`(go|\$\(GO\)) build[^\n]*`) // the Makefile's go is $(GO)
+	for _, name := range []string{"Makefile", "Dockerfile"} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds := goBuild.FindAllString(string(data), -1)
+		if len(builds) == 0 {
+			t.Errorf("%s builds nothing with go build: where do kiln's binaries come from now?", name)
+		}
+		for _, b := range builds {
+			if !strings.Contains(b, " build "+flags) {
+				t.Errorf("%s: %q does not build with %q (version.BuildFlags); give it the flags every build of kiln takes", name, b, flags)
+			}
+		}
+	}
+}
+
+// TestTheLinkerDropsMethodsNobodyCalls links kiln and kiln-fetch as they ship and fails when a
+// function the program can reach looks methods up by a name known only at run time (the linker
+// marks it ReflectMethod): then the linker keeps every exported method of every type, and the
+// binary, most of which is resident, grows by a fifth or more (docs/decisions.md, 22).
+func TestTheLinkerDropsMethodsNobodyCalls(t *testing.T) {
+	for _, name := range []string{"kiln", "kiln-fetch"} {
+		args := append(append([]string{"build"}, version.BuildFlags...), "-ldflags=-dumpdep", "-o", os.DevNull, "./cmd/"+name)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		var deps bytes.Buffer
+		cmd.Stderr = &deps // the linker writes the graph of what it keeps to standard error
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("linking %s: %v\n%s", name, err, tail(deps.String()))
+		}
+		if !strings.Contains(deps.String(), " -> ") {
+			t.Fatalf("linking %s wrote no dependency graph: has -ldflags=-dumpdep changed?", name)
+		}
+		lookups := map[string]bool{}
+		for _, line := range strings.Split(deps.String(), "\n") {
+			// "caller -> callee" lines; the function marked ReflectMethod may be either.
+			if before, _, ok := strings.Cut(line, " <ReflectMethod>"); ok {
+				_, fn, found := strings.Cut(before, " -> ")
+				if !found {
+					fn = before
+				}
+				lookups[fn] = true
+			}
+		}
+		if len(lookups) > 0 {
+			t.Errorf("%s: %s look methods up by name at run time, so the linker keeps every exported method of every type. "+
+				"Find what reaches them (go build %s -ldflags=-dumpdep ./cmd/%s 2>&1 | grep -F -- '-> <function>') and keep that out of the binary",
+				name, strings.Join(slices.Sorted(maps.Keys(lookups)), ", "), strings.Join(version.BuildFlags, " "), name)
+		}
+	}
+}
+
+// tail is the end of a long output, where a failed build says why.
+func tail(s string) string {
+	if len(s) > 4000 {
+		return s[len(s)-4000:]
+	}
+	return s
+}
