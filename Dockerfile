@@ -10,7 +10,7 @@ RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
 COPY internal/ internal/
-# The flags of internal/version.BuildFlags.
+# The flags of internal/version.GoBuild.
 RUN v=${VERSION:-$(cat VERSION)} && CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace \
     -ldflags="-s -w -X github.com/kiln-ml/kiln/internal/version.Version=$v -X github.com/kiln-ml/kiln/internal/version.Commit=$COMMIT" \
     -o /kiln ./cmd/kiln && CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace -ldflags="-s -w" -o /kiln-fetch ./cmd/kiln-fetch

@@ -24,7 +24,7 @@ KILN_API_PATHS = ./api/kubeflow.org/...;./api/serving/...;./api/trainer.kubeflow
 all: build
 
 # bin/ holds the binaries as the image builds them (Dockerfile): static, without cgo, with the flags
-# of internal/version.BuildFlags, so make run, the tests and make bench run and measure what ships.
+# of internal/version.GoBuild, so make run, the tests and make bench run and measure what ships.
 GO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace
 
 build: ## Build bin/kiln, stamped with its version (bin/kiln version), bin/kiln-fetch and bin/kubectl-kiln.

@@ -6,24 +6,27 @@ import (
 	"strconv"
 	"strings"
 	"text/template/parse"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// templateForms are the template actions fillTemplates fills, for its errors.
-// index takes its key in backquotes: the template is the container written as JSON, where a
-// double quote reads \".
-const templateForms = "{{.Name}}, {{.Namespace}}, {{.Labels.<key>}}, {{.Annotations.<key>}} and {{index .Labels `<key>`}}"
+// templateForms are the template actions fillTemplates fills, for its errors. index takes its
+// key in backquotes: the template is the container written as JSON, where a double quote reads \".
+const templateForms = "{{.Name}}, {{.Namespace}}, {{.Labels.<key>}}, {{.Annotations.<key>}}, {{index .Labels `<key>`}} " +
+	"and the metadata's GenerateName, UID, ResourceVersion and Generation"
 
-// fillTemplates fills the container, written as JSON, as KServe does: as a Go template of the
-// InferenceService's metadata. A label or annotation that is not there fills as "".
+// fillTemplates fills the container, written as JSON, as a Go template of the InferenceService's
+// metadata, as KServe does. A label or an annotation that is not there fills as "" (KServe's
+// text/template writes "<no value>").
 //
 // kiln walks the template's parse tree itself rather than run text/template's executor: that
 // executor looks methods up by name at run time, so the linker must keep every exported method
-// of every type in the program. Without it kiln's file is a fifth smaller, and so is the part of
-// it that stays resident (docs/decisions.md, 22). The cost: only the actions KServe's runtimes
-// use fill (templateForms); any other (if, range, pipes, functions but index) is refused, named.
+// of every type in the program. Without it kiln's code and tables are a fifth smaller, and so
+// is the part of them that stays resident (docs/decisions.md, 22). The cost: only the actions
+// KServe's runtimes use fill (templateForms); any other (if, range, pipes, variables, functions
+// but index) is refused, named.
 func fillTemplates(c *corev1.Container, meta metav1.ObjectMeta) error {
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -51,7 +54,6 @@ func fillList(out *strings.Builder, list *parse.ListNode, meta metav1.ObjectMeta
 		switch n := n.(type) {
 		case *parse.TextNode:
 			out.Write(n.Text)
-		case *parse.CommentNode:
 		case *parse.ActionNode:
 			v, err := action(n, meta)
 			if err != nil {
@@ -113,10 +115,19 @@ func field(path []string, meta metav1.ObjectMeta, n parse.Node) (string, error) 
 			return strconv.FormatInt(meta.Generation, 10), nil
 		}
 	}
-	return "", fmt.Errorf("%s: the InferenceService's metadata has no field .%s that fills as text; use %s",
-		n, strings.Join(path, "."), templateForms)
+	return "", fmt.Errorf("%s: kiln does not fill .%s; it fills %s", n, strings.Join(path, "."), templateForms)
 }
 
+// refused says which action does not fill: its start, for an if or a range holds the rest of
+// the container.
 func refused(n parse.Node) error {
-	return fmt.Errorf("%s: kiln fills %s, not this action; write the value into the runtime instead", n, templateForms)
+	action := n.String()
+	if len(action) > 60 {
+		cut := 60
+		for !utf8.RuneStart(action[cut]) {
+			cut--
+		}
+		action = action[:cut] + "…"
+	}
+	return fmt.Errorf("%s: kiln fills %s, not this action; write the value into the container instead", action, templateForms)
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -88,10 +87,9 @@ func plugin(root, tag, commit, outDir string, p Platform) (string, string, error
 	defer func() { _ = os.RemoveAll(tmp) }()
 	bin := filepath.Join(tmp, "kubectl-kiln")
 	ldflags := "-s -w -X github.com/kiln-ml/kiln/internal/version.Version=" + tag + " -X github.com/kiln-ml/kiln/internal/version.Commit=" + commit
-	args := append(append([]string{"build"}, version.BuildFlags...), "-ldflags", ldflags, "-o", bin, "./cmd/kubectl-kiln")
-	cmd := exec.Command("go", args...)
+	cmd := version.GoBuild("-ldflags", ldflags, "-o", bin, "./cmd/kubectl-kiln")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0")
+	cmd.Env = append(cmd.Env, "GOOS="+p.OS, "GOARCH="+p.Arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("building kubectl-kiln for %s/%s: %w\n%s", p.OS, p.Arch, err, out)
 	}

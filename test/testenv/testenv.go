@@ -188,13 +188,11 @@ func BuildCommand(t testing.TB, name string) string {
 	return bin
 }
 
-// Build builds the binary of cmd/<name> to the file out as the image and make build do: static
-// (no cgo), with version.BuildFlags, so tests run what ships.
+// Build builds the binary of cmd/<name> to the file out as the image and make build do
+// (version.GoBuild), so tests run what ships.
 func Build(name, out string) error {
-	args := append(append([]string{"build"}, version.BuildFlags...), "-o", out, "./cmd/"+name)
-	cmd := exec.Command("go", args...)
+	cmd := version.GoBuild("-o", out, "./cmd/"+name)
 	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building %s: %w\n%s", name, err, output)
 	}
