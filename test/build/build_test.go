@@ -49,7 +49,7 @@ func TestTheLinkerDropsMethodsNobodyCalls(t *testing.T) {
 		var deps bytes.Buffer
 		cmd.Stderr = &deps // the linker prints what it keeps, and go build passes it on here
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("linking %s: %v\n%s", name, err, tail(deps.String()))
+			t.Fatalf("linking %s: %v\n%s", name, err, testenv.Tail(deps.String(), 80, 4000))
 		}
 		if !strings.Contains(deps.String(), " -> ") {
 			t.Fatalf("linking %s wrote no dependency graph: has -ldflags=-dumpdep changed?", name)
@@ -69,12 +69,4 @@ func TestTheLinkerDropsMethodsNobodyCalls(t *testing.T) {
 				name, strings.Join(slices.Sorted(maps.Keys(lookups)), ", "), strings.Join(version.GoBuild().Args[2:], " "), name)
 		}
 	}
-}
-
-// tail is the end of a long output, where a failed build says why.
-func tail(s string) string {
-	if len(s) > 4000 {
-		return s[len(s)-4000:]
-	}
-	return s
 }

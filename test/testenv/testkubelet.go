@@ -123,7 +123,7 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) error {
 			s.State.Terminated, s.Ready = done, true
 		} else {
 			failed = true
-			done.Reason, done.Message = "Error", tail(out, 80, 2048)
+			done.Reason, done.Message = "Error", Tail(out, 80, 2048)
 			s.LastTerminationState.Terminated, s.RestartCount = done, 1
 			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 				Message: fmt.Sprintf("back-off 10s restarting failed container=%s pod=%s", ic.Name, p.Name)}
@@ -244,9 +244,9 @@ func (k *Kubelet) environment(ctx context.Context, ns string, c corev1.Container
 	return env, nil
 }
 
-// tail is the last lines of out, at most max bytes: a failed container's message when it wrote no
-// termination message file.
-func tail(out string, lines, max int) string {
+// Tail is the last lines of out, at most max bytes: a failed container's message when it wrote no
+// termination message file, or where a failed build says why.
+func Tail(out string, lines, max int) string {
 	ls := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	if len(ls) > lines {
 		ls = ls[len(ls)-lines:]
