@@ -161,18 +161,7 @@ func runManager(args []string) error {
 	o.Webhook.AllowBorrowedRights = !refuseBorrowed
 	o.Engine.Burst = burst.New(*burstHold, clock.RealClock{})
 	ctrl.SetLogger(logs.New(nil))
-	if os.Getenv("GOGC") == "" {
-		// Half the default heap headroom: a controller's live heap is mostly its cache, and the
-		// extra GC work is cheap next to a smaller footprint (docs/performance.md).
-		debug.SetGCPercent(50)
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One processor: kiln's work is a stream of small steps (decode an event, plan a job, send
-		// a request), a small part of a core on average. With more, the Go scheduler's wake-ups
-		// and spinning threads cost more CPU than the parallelism gives, for some latency in a
-		// burst (measured in docs/performance.md).
-		runtime.GOMAXPROCS(1)
-	}
+	tuneRuntime(os.Getenv, o.PprofAddr != "")
 
 	switch p := kubeflowv1.CleanPodPolicy(cleanPodPolicy); p {
 	case kubeflowv1.CleanPodPolicyAll, kubeflowv1.CleanPodPolicyRunning, kubeflowv1.CleanPodPolicyNone:
@@ -203,6 +192,29 @@ func runManager(args []string) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// tuneRuntime sets the manager's Go runtime (docs/performance.md, Go runtime settings), leaving
+// what the environment (getenv) sets. profiled: it serves net/http/pprof.
+func tuneRuntime(getenv func(string) string, profiled bool) {
+	if getenv("GOGC") == "" {
+		// Half the default heap headroom: a controller's live heap is mostly its cache, and the
+		// extra GC work is cheap next to a smaller footprint.
+		debug.SetGCPercent(50)
+	}
+	if getenv("GOMAXPROCS") == "" {
+		// One processor: kiln's work is a stream of small steps (decode an event, plan a job, send
+		// a request), a small part of a core on average. With more, the Go scheduler's wake-ups
+		// and spinning threads cost more CPU than the parallelism gives, for some latency in a
+		// burst.
+		runtime.GOMAXPROCS(1)
+	}
+	if !profiled && !strings.Contains(getenv("GODEBUG"), "memprofilerate=") {
+		// No heap profile is served, so no allocation is sampled for one: the samples' stacks
+		// and their table cost about 1 MiB (the linker turns sampling off in programs that never
+		// read a profile; kiln links net/http/pprof for --pprof-bind-address).
+		runtime.MemProfileRate = 0
+	}
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

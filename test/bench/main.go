@@ -60,13 +60,16 @@ type Params struct {
 	// ManagerArgs are flags added to the manager's ("--workers 2 --write-parallelism 4").
 	ManagerArgs string `json:"managerArgs,omitempty"`
 	Rounds      int    `json:"rounds"`
-	Trace       string `json:"-"`
+	// Profile, above 0, serves the manager's net/http/pprof, takes a CPU profile of it for this
+	// long from the first job created and a heap profile at the end; without, the manager
+	// serves none, as users run it (and samples no allocations).
+	Profile time.Duration `json:"profile,omitempty"`
+	Trace   string        `json:"-"`
 }
 
 func main() {
 	var p Params
 	var out, tools, modes string
-	var profile time.Duration
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	fs.IntVar(&p.Jobs, "jobs", envInt("J", 200), "number of jobs (J)")
 	fs.IntVar(&p.Workers, "workers", envInt("W", 4), "workers per job, besides one PS or Master (W)")
@@ -85,7 +88,7 @@ func main() {
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet); or J InferenceServices of KServe's API: isvc (kiln), kserve (KServe's controller)")
-	fs.DurationVar(&profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end")
+	fs.DurationVar(&p.Profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end (PROFILE)")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
 	_ = fs.Parse(os.Args[1:])
@@ -124,7 +127,7 @@ func main() {
 			case isServingMode(mode):
 				run = runServing
 			}
-			res, err := run(ctx, mode, p, tools, logs, profile)
+			res, err := run(ctx, mode, p, tools, logs)
 			if err != nil {
 				fail(fmt.Errorf("%s run %d: %w", mode, round, err))
 			}

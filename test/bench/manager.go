@@ -50,9 +50,10 @@ type managerProcess struct {
 	startCPU            float64 // CPU seconds when it was ready
 }
 
-// kubeconfig says who it runs as (kubeconfigAs); env is extra environment for the manager ("GOGC=100 GOMAXPROCS=2"), added to the benchmark's;
-// args are further flags.
-func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, tools, dir string, webhooks bool, env string, args ...string) (*managerProcess, error) {
+// kubeconfig says who it runs as (kubeconfigAs); profiled serves its net/http/pprof (profile,
+// heapProfile); env is extra environment for the manager ("GOGC=100 GOMAXPROCS=2"), added to the
+// benchmark's; args are further flags.
+func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, tools, dir string, webhooks, profiled bool, env string, args ...string) (*managerProcess, error) {
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "kiln")
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s is missing: `make bench` builds it (make build)", bin)
@@ -82,9 +83,12 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, 
 		return nil, err
 	}
 	cmd := exec.Command(bin, "manager", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", metrics, "--health-probe-bind-address", probe, "--pprof-bind-address", pprof,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", probe,
 		"--webhook-port", strconv.Itoa(opts.Webhook.Port), "--webhook-namespace", opts.Webhook.Namespace,
 		"--webhook-hosts", opts.Webhook.Host)
+	if profiled {
+		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprof)
+	}
 	cmd.Args = append(cmd.Args, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if env != "" {

@@ -106,7 +106,7 @@ type Point struct {
 // clusters counts the clusters the benchmark made, to name each.
 var clusters int
 
-func run(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
+func run(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
 	jobs := workload(p)
 	pods := 0
 	for _, j := range jobs {
@@ -147,7 +147,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		if err != nil {
 			return nil, err
 		}
-		if mgr, err = startManager(ctx, cluster, kubeconfig, tools, dir, p.Webhooks, p.ManagerEnv, strings.Fields(p.ManagerArgs)...); err != nil {
+		if mgr, err = startManager(ctx, cluster, kubeconfig, tools, dir, p.Webhooks, p.Profile > 0, p.ManagerEnv, strings.Fields(p.ManagerArgs)...); err != nil {
 			return nil, err
 		}
 		defer mgr.stop()
@@ -177,8 +177,8 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 	sub := &submission{}
 	switch {
 	case mode == "kiln":
-		if profile > 0 {
-			go mgr.profile(profile)
+		if p.Profile > 0 {
+			go mgr.profile(p.Profile)
 		}
 		_, sub, err = createJobs(ctx, user, jobs, width, obs)
 	case mode == "same" && p.Submit == "serial":
@@ -203,7 +203,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string, profile 
 		if res.Manager, err = mgr.stats(pods); err != nil {
 			return nil, err
 		}
-		if profile > 0 {
+		if p.Profile > 0 {
 			mgr.heapProfile()
 		}
 	}

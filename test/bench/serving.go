@@ -16,7 +16,6 @@ import (
 	"maps"
 	"path/filepath"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,9 +71,9 @@ func inferenceServices(p Params) []*kservev1beta1.InferenceService {
 	return out
 }
 
-// runServing makes one serving run of mode on a cluster of its own. With profile, kiln's manager
-// is profiled as in the kiln mode.
-func runServing(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
+// runServing makes one serving run of mode on a cluster of its own. With p.Profile, kiln's
+// manager is profiled as in the kiln mode.
+func runServing(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
 	isvcs := inferenceServices(p)
 	if p.Nodes == 0 {
 		// Each replica asks for the runtime's 1 CPU: a fake node's 32 CPUs hold 30 of them.
@@ -129,7 +128,7 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string, p
 	for i, isvc := range isvcs {
 		objs[i] = isvc
 	}
-	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, pid, mgr, profile, 0)
+	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, pid, mgr, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +173,7 @@ func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcl
 	for i, o := range madeByKiln {
 		objs[i] = o.DeepCopyObject().(client.Object)
 	}
-	res, err := measureOperator(ctx, modeServingFloor, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0, 0)
+	res, err := measureOperator(ctx, modeServingFloor, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -75,9 +75,9 @@ func trainJobs(p Params) []*trainerv1alpha1.TrainJob {
 }
 
 // runTrainJobs makes one TrainJob run of mode on a cluster of its own.
-// With profile, kiln's manager is profiled as in the kiln mode (Trainer's controller serves no
+// With p.Profile, kiln's manager is profiled as in the kiln mode (Trainer's controller serves no
 // profile).
-func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string, profile time.Duration) (*Result, error) {
+func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string) (*Result, error) {
 	jobs := trainJobs(p)
 	pods := p.Jobs * p.Workers
 	cluster, nodes, done, err := newCluster(ctx, mode, p, tools, dir, pods)
@@ -126,7 +126,7 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string,
 	for i, j := range jobs {
 		objs[i] = j
 	}
-	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, pods, obs, objs, pid, mgr, profile, jobSetPid)
+	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, pods, obs, objs, pid, mgr, jobSetPid)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func startOperator(ctx context.Context, kiln bool, cluster *devcluster.Cluster, 
 		pid, stop, err := baseline()
 		return pid, stop, nil, err
 	}
-	mgr, err := startManager(ctx, cluster, cluster.Kubeconfig, tools, dir, false, p.ManagerEnv, append(args, strings.Fields(p.ManagerArgs)...)...)
+	mgr, err := startManager(ctx, cluster, cluster.Kubeconfig, tools, dir, false, p.Profile > 0, p.ManagerEnv, append(args, strings.Fields(p.ManagerArgs)...)...)
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -152,10 +152,10 @@ func startOperator(ctx context.Context, kiln bool, cluster *devcluster.Cluster, 
 }
 
 // measureOperator creates objs (the workload), obs watching, and measures the run and the
-// operator of process pid (kiln's manager when mgr is set, profiled for profile); jobSetPid, when
+// operator of process pid (kiln's manager when mgr is set, profiled for p.Profile); jobSetPid, when
 // not 0, is JobSet's controller, measured too.
 func measureOperator(ctx context.Context, mode string, p Params, c client.Client, cluster *devcluster.Cluster, nodes, pods int, obs *observer,
-	objs []client.Object, pid int, mgr *managerProcess, profile time.Duration, jobSetPid int) (*Result, error) {
+	objs []client.Object, pid int, mgr *managerProcess, jobSetPid int) (*Result, error) {
 	kube, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
 		return nil, err
@@ -168,8 +168,8 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 	componentsBefore := componentCPU(cluster)
 
 	obs.start()
-	if mgr != nil && profile > 0 {
-		go mgr.profile(profile)
+	if mgr != nil && p.Profile > 0 {
+		go mgr.profile(p.Profile)
 	}
 	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
 		obs.created(obs.workloadOf(objs[i]))
@@ -199,7 +199,7 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 			return nil, err
 		}
 		fmt.Printf("   kiln: reconciles %v; writes %v\n", res.Manager.Reconciles, res.Manager.Writes)
-		if profile > 0 {
+		if p.Profile > 0 {
 			mgr.heapProfile()
 		}
 	}
