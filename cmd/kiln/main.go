@@ -118,7 +118,7 @@ func runManager(args []string) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default in-cluster config, then $KUBECONFIG, then ~/.kube/config")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof (/debug/pprof/); empty: off")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof (/debug/pprof/), whose heap profile needs allocations sampled (about 1 MiB); empty or 0: off, and none sampled")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader through a Lease so only one replica reconciles")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "kiln.kiln.dev", "name of the leader-election Lease")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "namespace of the Lease; default the manager's own")
@@ -161,7 +161,7 @@ func runManager(args []string) error {
 	o.Webhook.AllowBorrowedRights = !refuseBorrowed
 	o.Engine.Burst = burst.New(*burstHold, clock.RealClock{})
 	ctrl.SetLogger(logs.New(nil))
-	tuneRuntime(os.Getenv, o.PprofAddr != "")
+	tuneRuntime(os.Getenv, servesProfiles(o.PprofAddr))
 
 	switch p := kubeflowv1.CleanPodPolicy(cleanPodPolicy); p {
 	case kubeflowv1.CleanPodPolicyAll, kubeflowv1.CleanPodPolicyRunning, kubeflowv1.CleanPodPolicyNone:
@@ -210,12 +210,17 @@ func tuneRuntime(getenv func(string) string, profiled bool) {
 		runtime.GOMAXPROCS(1)
 	}
 	if !profiled && !strings.Contains(getenv("GODEBUG"), "memprofilerate=") {
-		// No heap profile is served, so no allocation is sampled for one: the samples' stacks
-		// and their table cost about 1 MiB (the linker turns sampling off in programs that never
-		// read a profile; kiln links net/http/pprof for --pprof-bind-address).
+		// No heap profile is served, so no later allocation is sampled for one: the samples'
+		// stacks and their table cost about 1 MiB of heap and file (the linker turns sampling
+		// off in programs that never read a profile; kiln links net/http/pprof for
+		// --pprof-bind-address).
 		runtime.MemProfileRate = 0
 	}
 }
+
+// servesProfiles says whether --pprof-bind-address addr serves net/http/pprof: "" and "0" do
+// not, as controller-runtime reads them.
+func servesProfiles(addr string) bool { return addr != "" && addr != "0" }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {

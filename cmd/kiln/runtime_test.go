@@ -36,6 +36,12 @@ func TestTuneRuntime(t *testing.T) {
 		}
 	}
 
+	for addr, want := range map[string]bool{"": false, "0": false, ":6060": true, "127.0.0.1:6060": true} {
+		if got := servesProfiles(addr); got != want {
+			t.Errorf("--pprof-bind-address %q serves profiles: %v, want %v", addr, got, want)
+		}
+	}
+
 	runtime.GOMAXPROCS(2)
 	debug.SetGCPercent(100)
 	tuneRuntime(env(map[string]string{"GOGC": "100", "GOMAXPROCS": "2"}), false)

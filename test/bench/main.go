@@ -88,7 +88,7 @@ func main() {
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet); or J InferenceServices of KServe's API: isvc (kiln), kserve (KServe's controller)")
-	fs.DurationVar(&p.Profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end (PROFILE)")
+	fs.DurationVar(&p.Profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end; only then does the manager serve net/http/pprof and sample its allocations (PROFILE)")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
 	_ = fs.Parse(os.Args[1:])

@@ -92,6 +92,26 @@ func (r *Report) write(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "timeline.svg"), []byte(r.svg()), 0o644)
 }
 
+// runNotes writes what every table's reader needs to know of its runs: those that timed out, and
+// how kiln's manager ran when not as users run it.
+func (r *Report) runNotes(b *strings.Builder) {
+	for _, res := range r.Runs {
+		if res.Incomplete {
+			fmt.Fprintf(b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
+		}
+	}
+	p := r.Params
+	if p.Profile > 0 {
+		fmt.Fprintf(b, "kiln's manager was profiled (PROFILE=%s): it served net/http/pprof and sampled its allocations, which users' managers do not (about 1 MiB more).\n\n", p.Profile)
+	}
+	if p.ManagerEnv != "" {
+		fmt.Fprintf(b, "kiln's environment adds MANAGER_ENV=%q.\n\n", p.ManagerEnv)
+	}
+	if p.ManagerArgs != "" {
+		fmt.Fprintf(b, "kiln's manager runs with MANAGER_ARGS=%q.\n\n", p.ManagerArgs)
+	}
+}
+
 // markdown is the report's table: kiln next to the floor, and their ratio.
 func (r *Report) markdown() string {
 	if r.run(modeTrainJob) != nil || r.run(modeTrainer) != nil {
@@ -106,11 +126,7 @@ func (r *Report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "J=%d jobs of 1 PS/Master + %d workers (%d pods), pods run %s, PyTorchJob share %.0f%%, %d foreign pods; %s; %s\n\n",
 		p.Jobs, p.Workers, p.Jobs*(p.Workers+1), p.Duration, p.PyTorchShare*100, p.Foreign, r.Machine, r.Date.Format("2006-01-02"))
-	for _, res := range r.Runs {
-		if res.Incomplete {
-			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
-		}
-	}
+	r.runNotes(&b)
 	if p.Rounds > 1 {
 		fmt.Fprintf(&b, "%d rounds, the modes alternating; each column is that mode's median round by the time until every pod exists.\n\n", p.Rounds)
 	}
@@ -127,12 +143,6 @@ func (r *Report) markdown() string {
 	}
 	fmt.Fprintf(&b, "Admission of the kiln run: %s; the floors run no controller and no webhook. kiln runs as %s. Jobs are submitted %s. The apiserver serves with %s.\n\n",
 		admission, identityName(p.Identity), submitName(p), apf)
-	if p.ManagerEnv != "" {
-		fmt.Fprintf(&b, "kiln's environment adds MANAGER_ENV=%q.\n\n", p.ManagerEnv)
-	}
-	if p.ManagerArgs != "" {
-		fmt.Fprintf(&b, "kiln's manager runs with MANAGER_ARGS=%q.\n\n", p.ManagerArgs)
-	}
 	fmt.Fprintf(&b, "| | %s | kiln | kiln / floor |\n|---|---|---|---|\n", baseName)
 	secs := func(name string, get func(*Result) float64) {
 		row := []string{name, "–", "–", "–"}

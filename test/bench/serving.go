@@ -304,11 +304,7 @@ func (r *Report) servingMarkdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "J=%d InferenceServices of KServe's sklearn sample (serving.kserve.io/v1beta1, Standard mode, one replica each), each run on a fresh cluster, no admission webhooks; %s; %s\n\n",
 		p.Jobs, r.Machine, r.Date.Format("2006-01-02"))
-	for _, res := range r.Runs {
-		if res.Incomplete {
-			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
-		}
-	}
+	r.runNotes(&b)
 	if floor := r.run(modeServingFloor); floor != nil && kiln != nil {
 		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
 			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,

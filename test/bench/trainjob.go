@@ -386,11 +386,7 @@ func (r *Report) trainJobMarkdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "J=%d TrainJobs of numNodes %d on torch-distributed (%d pods), pods run %s, each run on a fresh cluster with JobSet v0.12's controller, no admission webhooks; %s; %s\n\n",
 		p.Jobs, p.Workers, p.Jobs*p.Workers, p.Duration, r.Machine, r.Date.Format("2006-01-02"))
-	for _, res := range r.Runs {
-		if res.Incomplete {
-			fmt.Fprintf(&b, "**The %s run of round %d timed out**: times it did not reach are 0.\n\n", res.Mode, res.Round)
-		}
-	}
+	r.runNotes(&b)
 	comparison(&b, trainer, kiln, "Kubeflow Trainer v2.3 + JobSet", "kiln + JobSet", "kiln / Trainer", []comparisonRow{
 		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
 		{"every TrainJob's pods run", "s", func(r *Result) float64 { return r.AllRunning }},
