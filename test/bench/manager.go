@@ -78,6 +78,9 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, 
 	} else {
 		opts.Webhook.Port = 0
 	}
+	if err := dropFromPageCache(bin); err != nil {
+		return nil, err
+	}
 	logs, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, err
@@ -214,6 +217,25 @@ func (m *managerProcess) requests() (byMethod, writes map[string]int, webhooks m
 		}
 	}
 	return byMethod, writes, webhooks, reconciles, nil
+}
+
+// dropFromPageCache drops the file bin from the page cache, so that every operator a run compares
+// starts as from a node's disk: KServe's controller, just written by the linker, kept 65.5 MiB of
+// its file resident in a J=200 run, and 55.3 MiB when read back from disk (docs/performance.md).
+func dropFromPageCache(bin string) error {
+	f, err := os.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil { // pages not yet written back cannot be dropped
+		return fmt.Errorf("writing %s back before dropping it from the page cache: %w", bin, err)
+	}
+	const dontNeed = 4 // POSIX_FADV_DONTNEED
+	if _, _, errno := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, dontNeed, 0, 0); errno != 0 {
+		return fmt.Errorf("dropping %s from the page cache: %w", bin, errno)
+	}
+	return nil
 }
 
 // profile saves a CPU profile of the next d.

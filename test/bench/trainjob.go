@@ -297,6 +297,9 @@ func startController(ctx context.Context, name, bin string, args, env []string, 
 			return 0, nil, err
 		}
 	}
+	if err := dropFromPageCache(bin); err != nil {
+		return 0, nil, err
+	}
 	logs, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return 0, nil, err
