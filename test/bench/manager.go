@@ -91,8 +91,6 @@ func startManager(ctx context.Context, cluster *devcluster.Cluster, kubeconfig, 
 		"--webhook-hosts", opts.Webhook.Host)
 	if profiled {
 		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprof)
-	} else {
-		pprof = "" // profile and heapProfile have nothing to ask
 	}
 	cmd.Args = append(cmd.Args, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -247,10 +245,6 @@ func (m *managerProcess) profile(d time.Duration) {
 func (m *managerProcess) heapProfile() { m.save("/debug/pprof/heap", "heap.pprof", time.Minute) }
 
 func (m *managerProcess) save(path, file string, timeout time.Duration) {
-	if m.pprof == "" {
-		fmt.Fprintln(os.Stderr, "profiling the manager: it serves no profiles (started without PROFILE)")
-		return
-	}
 	c := &http.Client{Timeout: timeout}
 	resp, err := c.Get("http://" + m.pprof + path)
 	if err != nil {
