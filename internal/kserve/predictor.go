@@ -58,7 +58,8 @@ type Predictor struct {
 
 // Build is predictor p of isvc (its spec.predictor, or a canary's: CanaryPredictor) as KServe
 // runs it, on the runtimes given. The error is a *Failure when the spec or the runtime is at
-// fault.
+// fault. Build only reads the runtimes (callers pass the cache's own): what it takes of them it
+// copies.
 func Build(isvc *kservev1beta1.InferenceService, p *kservev1beta1.PredictorSpec, namespaced, cluster []Runtime) (Predictor, error) {
 	out := Predictor{Name: PredictorName(isvc.Name, p.Name)}
 	meta := *isvc.ObjectMeta.DeepCopy()

@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -183,6 +184,63 @@ spec: {predictor: {triton: {runtimeVersion: 24.01-py3}}}
 	c = container(t, p, ContainerName)
 	if !slices.Equal(c.Args, []string{"tritonserver", "--model-control-mode=explicit"}) || c.Image != "nvcr.io/nvidia/tritonserver:24.01-py3" || p.StorageURI != "" {
 		t.Errorf("Triton without a model = image %s, args %q; want runtimeVersion's tag and explicit model control", c.Image, c.Args)
+	}
+}
+
+// The controller hands Build the runtimes of its cache, not copies: Build must leave them as they
+// are, whatever it merges, fills or appends.
+func TestBuildLeavesTheRuntimesAsTheyAre(t *testing.T) {
+	withTransformer := runtimeYAML(t, "kserve-mlserver", "mlserver", `
+labels: {team: runtimes}
+annotations: {prometheus.kserve.io/port: "8080"}
+supportedModelFormats: [{name: xgboost, version: "2", autoSelect: true, priority: 2}]
+protocolVersions: [v2]
+nodeSelector: {pool: cpu}
+tolerations: [{key: dedicated, operator: Exists}]
+volumes: [{name: cache, emptyDir: {}}]
+containers:
+- name: kserve-container
+  image: "docker.io/seldonio/mlserver:1.7.1"
+  args: ["--name={{.Name}}"]
+  env: [{name: MLSERVER_MODEL_IMPLEMENTATION, value: "{{.Labels.modelClass}}"}, {name: LEVEL, value: info}]
+  resources: {requests: {cpu: "1", memory: 2Gi}}
+- name: transformer-container
+  image: example/transformer:1
+  args: ["--predictor={{.Name}}"]
+  env: [{name: MODE, value: fast}]
+- name: sidecar
+  image: example/sidecar:1
+`)
+	runtimes := []Runtime{sklearnServer(t), withTransformer}
+	before := make([]Runtime, len(runtimes))
+	for i, r := range runtimes {
+		before[i] = Runtime{Name: r.Name, Cluster: r.Cluster, Created: r.Created, Annotations: maps.Clone(r.Annotations), Spec: *r.Spec.DeepCopy()}
+	}
+	for _, doc := range []string{`
+metadata: {name: a, namespace: ns, labels: {owner: ana}}
+spec:
+  predictor:
+    nodeSelector: {pool: fast}
+    tolerations: [{key: gpu, operator: Exists}]
+    sklearn: {storageUri: "gs://m/a", args: [--workers=2], env: [{name: LEVEL, value: debug}], resources: {limits: {cpu: "2"}}}
+`, `
+metadata: {name: b, namespace: ns}
+spec:
+  predictor:
+    model: {modelFormat: {name: xgboost}, protocolVersion: v2, storageUri: "gs://m/b", args: [--extra], env: [{name: LEVEL, value: debug}]}
+    containers: [{name: transformer-container, args: [--own], env: [{name: MODE, value: slow}]}, {name: own, image: example/own:1}]
+    volumes: [{name: data, emptyDir: {}}]
+`, `
+metadata: {name: c, namespace: ns}
+spec: {predictor: {model: {modelFormat: {name: xgboost}, protocolVersion: v2, storageUri: "gs://m/c"}}}
+`} {
+		isvc := isvcOf(t, doc)
+		if _, err := Build(isvc, &isvc.Spec.Predictor, nil, runtimes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cmp.Diff(before, runtimes); d != "" {
+		t.Errorf("Build changed the runtimes (-before +after):\n%s", d)
 	}
 }
 

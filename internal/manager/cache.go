@@ -21,6 +21,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -220,9 +221,11 @@ func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 
 // readOnly turns off the deep copy of cached objects on every Get and List, for the kinds whose
 // readers never change what they read in place: pods and services (kiln reads them and writes
-// objects of its own building), and the kubeflow.org jobs (the cache defaults them as they arrive,
+// objects of its own building), the kubeflow.org jobs (the cache defaults them as they arrive,
 // replicajob.DefaultInCache; the engine plans from them and writes statuses as patches without
-// touching the job it read). A job's
+// touching the job it read), and KServe's runtimes (every reconcile of KServe's InferenceServices
+// lists them all, and kserve.Build copies what it takes: copying them was a sixth of the bytes kiln
+// allocated serving KServe's InferenceServices). A job's
 // reconcile reads the job and lists its children every time it runs; in a burst of jobs the
 // copies were a large share of the bytes kiln allocated (measured: docs/performance.md,
 // Measurements behind the code). What a Get or List returns is a shallow copy: its
@@ -239,8 +242,9 @@ func noOperator() labels.Selector {
 // cacheOptions keep the informers small: pods and services only when they carry the
 // operator-name label of an enabled kind (DECISIONS #12), batch Jobs, claims and ConfigMaps only
 // when they carry a PyJob's name, no managedFields on anything, and pods and services without the specs
-// kiln never reads.
-func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs bool, cleanPodPolicy kubeflowv1.CleanPodPolicy) cache.Options {
+// kiln never reads. own is the kinds kiln serves (--kinds).
+func cacheOptions(namespaces []string, frameworks []framework.Framework, own map[string]bool, cleanPodPolicy kubeflowv1.CleanPodPolicy) cache.Options {
+	pyJobs := own[pyJobKind]
 	names := make([]string, 0, len(frameworks)+1)
 	for _, fw := range frameworks {
 		names = append(names, fw.ControllerName)
@@ -280,6 +284,10 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, pyJobs 
 	}
 	for _, fw := range frameworks {
 		opts.ByObject[fw.NewJob()] = cache.ByObject{Transform: replicajob.DefaultInCache(fw, cleanPodPolicy), UnsafeDisableDeepCopy: &readOnly}
+	}
+	if own[kserveInferenceServiceKind] { // a ByObject entry needs the kind served when the manager starts
+		opts.ByObject[&kservev1alpha1.ServingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
+		opts.ByObject[&kservev1alpha1.ClusterServingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

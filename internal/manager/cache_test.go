@@ -20,6 +20,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
@@ -214,7 +215,7 @@ func TestCachedJobSetsKeepWhatTheTrainJobControllerReads(t *testing.T) {
 // A manager of kinds with their own controllers only (--kinds=inferenceservice) caches no
 // operator's pods, and starts.
 func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
-	o := cacheOptions(nil, nil, false, "")
+	o := cacheOptions(nil, nil, nil, "")
 	var pods cache.ByObject
 	for k, v := range o.ByObject {
 		if _, ok := k.(*corev1.Pod); ok {
@@ -223,6 +224,30 @@ func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
 	}
 	if pods.Label == nil || pods.Label.Matches(labels.Set{kubeflowv1.LabelOperatorName: "none"}) || pods.Label.Matches(labels.Set{}) {
 		t.Errorf("pods selected by %v, want none", pods.Label)
+	}
+}
+
+// KServe's runtimes are handed out uncopied (every reconcile lists them all) when kiln serves
+// KServe's kind, and not named at all otherwise: a ByObject entry needs its kind served when the
+// manager starts, and without --kinds=kserve-inferenceservice the CRDs need not be installed.
+func TestKServesRuntimesAreReadOnlyWhenServed(t *testing.T) {
+	readOnlyRuntimes := func(o cache.Options) (n int) {
+		for k, v := range o.ByObject {
+			switch k.(type) {
+			case *kservev1alpha1.ServingRuntime, *kservev1alpha1.ClusterServingRuntime:
+				if v.UnsafeDisableDeepCopy == nil || !*v.UnsafeDisableDeepCopy {
+					t.Errorf("%T is copied on every read", k)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if n := readOnlyRuntimes(cacheOptions(nil, nil, map[string]bool{kserveInferenceServiceKind: true}, "")); n != 2 {
+		t.Errorf("serving KServe's kind: %d runtime kinds in the cache's options, want 2", n)
+	}
+	if n := readOnlyRuntimes(cacheOptions(nil, nil, map[string]bool{inferenceServiceKind: true, pyJobKind: true}, "")); n != 0 {
+		t.Errorf("not serving KServe's kind: %d runtime kinds in the cache's options, want none", n)
 	}
 }
 

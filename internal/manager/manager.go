@@ -201,7 +201,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		// Callers need a bearer token allowed to get the /metrics non-resource URL.
 		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, metrics.Access
 	}
-	cacheOpts := cacheOptions(o.Namespaces, frameworks, own[pyJobKind], o.Engine.DefaultCleanPodPolicy)
+	cacheOpts := cacheOptions(o.Namespaces, frameworks, own, o.Engine.DefaultCleanPodPolicy)
 	if cacheOpts.HTTPClient, err = cacheHTTPClient(cfg); err != nil {
 		return nil, err
 	}

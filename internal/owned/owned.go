@@ -224,7 +224,7 @@ func (k Kit) CreateWatched(ctx context.Context, parent, obj client.Object) error
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	existing := obj.DeepCopyObject().(client.Object)
+	existing := emptyLike(obj)
 	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 		return fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
 	}
@@ -338,7 +338,7 @@ func (k Kit) read(ctx context.Context, obj client.Object) (client.Object, error)
 // readFrom is the object of obj's name: from its cache, else from api unless it is nil; nil when
 // there is none.
 func (k Kit) readFrom(ctx context.Context, obj client.Object, api client.Reader) (client.Object, error) {
-	existing := obj.DeepCopyObject().(client.Object)
+	existing := emptyLike(obj)
 	key := client.ObjectKeyFromObject(obj)
 	cache := client.Reader(k.Client)
 	if k.Cached != nil {
@@ -358,6 +358,14 @@ func (k Kit) readFrom(ctx context.Context, obj client.Object, api client.Reader)
 		return nil, fmt.Errorf("reading %s %s: %w", kindOf(obj), obj.GetName(), err)
 	}
 	return existing, nil
+}
+
+// emptyLike is a new object of obj's type and kind to read obj's object into (a copy of obj,
+// pod template and all, would only be written over).
+func emptyLike(obj client.Object) client.Object {
+	empty := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	empty.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+	return empty
 }
 
 // Owns is nil when parent controls existing, the object of obj's name (or keeps it: Kit.Kept),

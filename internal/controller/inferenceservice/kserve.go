@@ -87,10 +87,11 @@ func fromKServe(isvc *kservev1beta1.InferenceService, p kserve.Predictor, fetchI
 
 // kserveVersion is the pods of predictor p and the port they serve on (the server's first, else
 // 8080), the model fetched by fetchImage's kiln-fetch as storage-initializer. The pods' revision
-// annotation is a hash of the rest of their template.
+// annotation is a hash of the rest of their template. The pods are built on p.Pod itself, which
+// Build made for this alone.
 func kserveVersion(p kserve.Predictor, fetchImage string) (versionPods, int32) {
 	port := int32(kserveDefaultPort)
-	pod := *p.Pod.DeepCopy()
+	pod := p.Pod
 	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == kserve.ContainerName })
 	if i >= 0 {
 		server := &pod.Containers[i]
@@ -203,6 +204,8 @@ func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Objec
 	if why := notServed(isvc); why != nil {
 		return isvc, &named, why
 	}
+	// The runtimes are the cache's own, not copies (the manager's cache hands them out read-only):
+	// kserve.Build only reads them.
 	var srs kservev1alpha1.ServingRuntimeList
 	if err := k.client.List(ctx, &srs, client.InNamespace(isvc.Namespace)); err != nil {
 		return nil, nil, err
