@@ -1,21 +1,16 @@
 package replicajob
 
 import (
-	"context"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/gang"
+	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 )
 
@@ -41,7 +36,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 		b = b.WatchesRawSource(s)
 	}
 	if g := r.opts.Gang; g != nil && gang.Served(mgr.GetRESTMapper(), g) {
-		b = b.Watches(g.NewObject(), handler.EnqueueRequestsFromMapFunc(r.controllerOf))
+		b = b.Watches(g.NewObject(), owned.EnqueueController(kubeflowv1.GroupVersion.WithKind(r.fw.Kind).GroupKind()))
 	}
 	r.kids = children
 	var err error
@@ -55,14 +50,4 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int, children *C
 		return err
 	}
 	return r.setupCreatedWriter(mgr, workers)
-}
-
-// controllerOf maps a gang group to the job of this kind that controls it. It reads the owner
-// reference's kind as written (Owns() would ask the RESTMapper on every event).
-func (r *Reconciler) controllerOf(_ context.Context, o client.Object) []reconcile.Request {
-	ref := metav1.GetControllerOf(o)
-	if ref == nil || ref.Kind != r.fw.Kind || ref.APIVersion != kubeflowv1.GroupVersion.String() {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
 }

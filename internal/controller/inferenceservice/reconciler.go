@@ -143,8 +143,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(k.name).
 		For(k.object()).
-		Owns(&appsv1.Deployment{}).
-		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Watches(&appsv1.Deployment{}, owned.EnqueueController(k.gvk.GroupKind())).
+		Watches(&autoscalingv2.HorizontalPodAutoscaler{}, owned.EnqueueController(k.gvk.GroupKind())).
 		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.optionalAPIChanged),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { _, ok := optionalKinds[o.GetName()]; return ok }))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})

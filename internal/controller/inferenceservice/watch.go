@@ -80,11 +80,11 @@ type watches struct {
 	active map[schema.GroupVersionKind]bool
 }
 
-func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache, k apiKind) (*watches, error) {
-	w := &watches{ctrl: c, cache: owned, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
-		owner: handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), k.object(), handler.OnlyControllerOwner())}
+func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, k apiKind) (*watches, error) {
+	w := &watches{ctrl: c, cache: objects, mapper: mgr.GetRESTMapper(), active: map[schema.GroupVersionKind]bool{},
+		owner: owned.EnqueueController(k.gvk.GroupKind())}
 	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}, &networkingv1.Ingress{}} {
-		if err := c.Watch(source.Kind(owned, o, w.owner)); err != nil {
+		if err := c.Watch(source.Kind(objects, o, w.owner)); err != nil {
 			return nil, err
 		}
 	}
@@ -105,7 +105,7 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, owned cache.Cache, k 
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	if err := c.Watch(source.Kind(owned, client.Object(&corev1.Pod{}), byLabel, troubleChanged)); err != nil {
+	if err := c.Watch(source.Kind(objects, client.Object(&corev1.Pod{}), byLabel, troubleChanged)); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -87,17 +87,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		}
 		return nil
 	})
+	owner := owned.EnqueueController(trainingv1beta1.GroupVersion.WithKind("PyJob").GroupKind())
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("pyjob").
 		// The stored version: once every object is stored at it, no read waits for the conversion webhook.
 		For(&trainingv1beta1.PyJob{}, builder.WithPredicates(r.Burst.Arrivals(func(o client.Object) bool {
 			return o.(*trainingv1beta1.PyJob).Status.Phase == ""
 		}))).
-		Owns(&batchv1.Job{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.PersistentVolumeClaim{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&batchv1.Job{}, owner).
+		Watches(&corev1.Service{}, owner).
+		Watches(&corev1.PersistentVolumeClaim{}, owner).
+		Watches(&corev1.ConfigMap{}, owner).
+		Watches(&networkingv1.NetworkPolicy{}, owner).
 		Watches(&corev1.Pod{}, byLabel).
 		WatchesRawSource(r.wakes.Source())
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang.Backend) {

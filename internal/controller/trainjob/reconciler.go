@@ -101,7 +101,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang) {
 		// The gang's group: its state is why the pods wait.
-		b = b.Watches(r.gang.NewObject(), handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &trainerv1alpha1.TrainJob{}, handler.OnlyControllerOwner()))
+		b = b.Watches(r.gang.NewObject(), owned.EnqueueController(trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind).GroupKind()))
 		r.gangWatched = true
 	}
 	c, err := b.Build(r)
@@ -134,7 +134,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 			return fmt.Errorf("looking up the JobSet API: %w", err)
 		}
 		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&jobsetv1alpha2.JobSet{}),
-			handler.EnqueueRequestForOwner(mgr.GetScheme(), mapper, &trainerv1alpha1.TrainJob{}, handler.OnlyControllerOwner()))); err != nil {
+			owned.EnqueueController(trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind).GroupKind()))); err != nil {
 			return fmt.Errorf("watching JobSets: %w", err)
 		}
 		r.jobSets.Store(true)
