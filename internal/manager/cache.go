@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -207,16 +206,9 @@ var jsonCuts = map[schema.GroupResource][]watchtrim.Cut{
 
 // cacheHTTPClient is the cache's connection to the apiserver: cfg's, whose watch events come
 // without what decoding them would only throw away (the spec and managedFields of pods and
-// services, the managedFields of custom resources, a JobSet's templates). It shares cfg's
-// connections (client-go keeps one transport per TLS config).
+// services, the managedFields of custom resources, a JobSet's templates).
 func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(watchtrim.Transport(specless, jsonCuts))
-	c, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the cache's HTTP client: %w", err)
-	}
-	return c, nil
+	return watchtrim.HTTPClient(cfg, specless, jsonCuts)
 }
 
 // readOnly turns off the deep copy of cached objects on every Get and List, for the kinds whose

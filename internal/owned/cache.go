@@ -2,18 +2,30 @@ package owned
 
 import (
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kiln-ml/kiln/internal/watchtrim"
 )
 
 // NewCache is a controller's own cache of the objects it makes, started with the manager: only
 // those selector matches (a label kiln puts on them), in the manager's namespaces (none: all),
-// without managedFields; byObject sets what differs per kind (a transform). The manager's cache
-// has one selector per kind, already taken by another controller's children, hence one of its own.
-func NewCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, byObject map[client.Object]cache.ByObject) (cache.Cache, error) {
+// without managedFields; byObject sets what differs per kind (a transform). The watch events of
+// the specless kinds (built-in kinds; byObject's transforms must drop their spec) come without
+// their spec (watchtrim). The manager's cache has one selector per kind, already taken by another
+// controller's children, hence one of its own.
+func NewCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, byObject map[client.Object]cache.ByObject, specless ...schema.GroupVersionKind) (cache.Cache, error) {
+	hc := mgr.GetHTTPClient()
+	if len(specless) > 0 {
+		var err error
+		if hc, err = watchtrim.HTTPClient(mgr.GetConfig(), specless, nil); err != nil {
+			return nil, err
+		}
+	}
 	opts := cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: hc,
 		DefaultLabelSelector: selector,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		ByObject:             byObject,

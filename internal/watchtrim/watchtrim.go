@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/client-go/rest"
 )
 
 // The protobuf field numbers this package reads, from the generated.proto files of
@@ -68,6 +69,19 @@ func Transport(specless []schema.GroupVersionKind, cut map[schema.GroupResource]
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return &roundTripper{next: rt, kinds: trimmed, trees: trees, plain: plain}
 	}
+}
+
+// HTTPClient is cfg's HTTP client with Transport's trimming: for a cache whose transforms drop
+// the spec and managedFields of the specless kinds, managedFields, and what cut names. It shares
+// cfg's connections (client-go keeps one transport per TLS configuration, whatever wraps it).
+func HTTPClient(cfg *rest.Config, specless []schema.GroupVersionKind, cut map[schema.GroupResource][]Cut) (*http.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(Transport(specless, cut))
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building a cache's HTTP client: %w", err)
+	}
+	return c, nil
 }
 
 type typeMeta struct{ apiVersion, kind string }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kiln-ml/kiln/internal/owned"
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // The kinds of the optional APIs kiln makes objects of, and the CRD that serves each.
@@ -44,28 +45,76 @@ var (
 )
 
 // newOwnedCache is the controller's own cache of what an InferenceService makes besides its
-// Deployments and HPAs (the manager's cache has those): its Services, its pods (status only: why
-// they do not start) and its objects of the optional APIs — each selected by LabelService, so it
-// holds nothing else of the cluster. The manager's Service and pod caches hold the training
-// kinds' children only (their own label), hence a cache of its own.
+// Deployments and HPAs (the manager's cache has those): its Services (their metadata: kiln reads
+// no Service's spec), its pods (what troubleOf and inMesh read) and its objects of the optional
+// APIs — each selected by LabelService, so it holds nothing else of the cluster. The manager's
+// Service and pod caches hold the training kinds' children only (their own label), hence a cache
+// of its own. Pods and Services reach it without their specs (watchtrim).
 func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement) (cache.Cache, error) {
 	has, err := labels.NewRequirement(LabelService, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
-	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has, api), map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podStatusOnly}})
+	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has, api),
+		map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podTroubleOnly}, &corev1.Service{}: {Transform: serviceMetaOnly}},
+		corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service"))
 }
 
-// podStatusOnly keeps of a cached pod what troubleOf reads: its name, labels and status.
-func podStatusOnly(obj any) (any, error) {
+// podTroubleOnly keeps of a cached pod what troubleOf and inMesh read: its name, labels and
+// deletion; its phase, an unschedulable PodScheduled condition, and of each container its name,
+// a waiting reason that blocks it (stuck.Blocking) and how it last ended. The pod is the
+// informer's freshly decoded one, slimmed in place.
+func podTroubleOnly(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	pod.ObjectMeta = metav1.ObjectMeta{
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 		Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
-	}, Status: pod.Status}, nil
+	}
+	pod.Spec = corev1.PodSpec{}
+	var conditions []corev1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: conditions,
+		InitContainerStatuses: containersTroubleOnly(pod.Status.InitContainerStatuses),
+		ContainerStatuses:     containersTroubleOnly(pod.Status.ContainerStatuses)}
+	return pod, nil
+}
+
+// containersTroubleOnly keeps, in place, what podTroubleOnly says of each container.
+func containersTroubleOnly(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	for i, s := range in {
+		slim := corev1.ContainerStatus{Name: s.Name}
+		if w := s.State.Waiting; w != nil && stuck.Blocking(w.Reason) {
+			slim.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+		slim.State.Terminated = ended(s.State.Terminated)
+		slim.LastTerminationState.Terminated = ended(s.LastTerminationState.Terminated)
+		in[i] = slim
+	}
+	return in
+}
+
+// ended is how a container ended: its exit code, reason and message (kiln-fetch's says why).
+func ended(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
+	if t == nil {
+		return nil
+	}
+	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+}
+
+// serviceMetaOnly keeps of a cached Service its metadata: the kit reads its owner, UID and
+// version, and nothing reads its spec.
+func serviceMetaOnly(obj any) (any, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		svc.ManagedFields, svc.Spec, svc.Status = nil, corev1.ServiceSpec{}, corev1.ServiceStatus{}
+	}
+	return obj, nil
 }
 
 // watches starts the watches of the owned cache's kinds: Services, NetworkPolicies, Ingresses and pods at
