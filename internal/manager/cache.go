@@ -82,14 +82,11 @@ func slimContainers(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		return nil
 	}
 	for i, s := range in {
-		slim := corev1.ContainerStatus{Name: s.Name, RestartCount: s.RestartCount}
+		slim := stuck.Slim(s)
+		slim.RestartCount = s.RestartCount
 		if t := s.State.Terminated; t != nil {
 			*t = corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason}
 			slim.State.Terminated = t
-		}
-		if w := s.State.Waiting; w != nil && stuck.Blocking(w.Reason) {
-			*w = corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
-			slim.State.Waiting = w
 		}
 		in[i] = slim
 	}

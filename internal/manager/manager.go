@@ -230,6 +230,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
+		if own[kserveInferenceServiceKind] && meta.IsNoMatchError(err) { // the runtimes' cache entries (cacheOptions)
+			return nil, fmt.Errorf("creating the manager: %w (kiln serves KServe's InferenceService: are kiln's serving.kserve.io CRDs installed? config/crd/kserve)", err)
+		}
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	engine := o.Engine

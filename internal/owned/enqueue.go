@@ -19,7 +19,7 @@ import (
 // allocated serving InferenceServices (docs/performance.md, Measurements behind the code).
 func EnqueueController(parent schema.GroupKind) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		ref := metav1.GetControllerOf(o)
+		ref := metav1.GetControllerOfNoCopy(o)
 		if ref == nil || ref.Kind != parent.Kind || groupOf(ref.APIVersion) != parent.Group {
 			return nil
 		}

@@ -123,7 +123,8 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 	for i, obj := range objs {
 		sum := sums[i]
 		if k.Applied.unchanged(existing[i], sum) {
-			// As the apply would have answered: the object as it is.
+			// As the apply would have answered: the object as it is — as its cache keeps it, which
+			// may be without what the cache drops (an InferenceService's Services: their spec).
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())
 			continue
 		}

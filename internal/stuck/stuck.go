@@ -23,6 +23,18 @@ var fixes = map[string]string{
 // Blocking says whether a container waiting reason blocks its pod (the cache keeps only these).
 func Blocking(reason string) bool { _, ok := fixes[reason]; return ok }
 
+// Slim is what Pod reads of a container's status: its name, and a waiting reason that blocks it
+// with its message. Caches keep that (and what else their readers read), not the whole status;
+// the waiting state is s's own, trimmed in place.
+func Slim(s corev1.ContainerStatus) corev1.ContainerStatus {
+	slim := corev1.ContainerStatus{Name: s.Name}
+	if w := s.State.Waiting; w != nil && Blocking(w.Reason) {
+		*w = corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		slim.State.Waiting = w
+	}
+	return slim
+}
+
 // Pod says why pod cannot run — the reason (a container's waiting reason, or Unschedulable) and
 // a message naming the pod, the reason and the fix — or "", "" when nothing blocks it. name is
 // how to call the pod ("worker 1", or its name).

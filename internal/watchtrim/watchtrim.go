@@ -71,9 +71,10 @@ func Transport(specless []schema.GroupVersionKind, cut map[schema.GroupResource]
 	}
 }
 
-// HTTPClient is cfg's HTTP client with Transport's trimming: for a cache whose transforms drop
-// the spec and managedFields of the specless kinds, managedFields, and what cut names. It shares
-// cfg's connections (client-go keeps one transport per TLS configuration, whatever wraps it).
+// HTTPClient is cfg's HTTP client whose watch streams Transport trims, for a cache whose
+// transforms drop the same: the spec of the specless kinds, every object's managedFields, and
+// the members cut names. It shares cfg's connections (client-go keeps one transport per TLS
+// configuration, whatever wraps it).
 func HTTPClient(cfg *rest.Config, specless []schema.GroupVersionKind, cut map[schema.GroupResource][]Cut) (*http.Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(Transport(specless, cut))

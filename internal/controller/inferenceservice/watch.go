@@ -89,23 +89,20 @@ func podTroubleOnly(obj any) (any, error) {
 // containersTroubleOnly keeps, in place, what podTroubleOnly says of each container.
 func containersTroubleOnly(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	for i, s := range in {
-		slim := corev1.ContainerStatus{Name: s.Name}
-		if w := s.State.Waiting; w != nil && stuck.Blocking(w.Reason) {
-			slim.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
-		}
-		slim.State.Terminated = ended(s.State.Terminated)
-		slim.LastTerminationState.Terminated = ended(s.LastTerminationState.Terminated)
+		slim := stuck.Slim(s)
+		slim.State.Terminated, slim.LastTerminationState.Terminated = ended(s.State.Terminated), ended(s.LastTerminationState.Terminated)
 		in[i] = slim
 	}
 	return in
 }
 
-// ended is how a container ended: its exit code, reason and message (kiln-fetch's says why).
+// ended is how a container ended, trimmed in place: its exit code, reason and message
+// (kiln-fetch's says why).
 func ended(t *corev1.ContainerStateTerminated) *corev1.ContainerStateTerminated {
-	if t == nil {
-		return nil
+	if t != nil {
+		*t = corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
 	}
-	return &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}
+	return t
 }
 
 // serviceMetaOnly keeps of a cached Service its metadata: the kit reads its owner, UID and

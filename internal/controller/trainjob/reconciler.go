@@ -81,6 +81,9 @@ const gangRecheck = 15 * time.Second
 // jobSetRecheck is how often kiln looks for the JobSet API while the cluster lacks it.
 const jobSetRecheck = 30 * time.Second
 
+// trainJobKind is the parent kind of what a TrainJob makes (its JobSet, its gang group).
+var trainJobKind = trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind).GroupKind()
+
 // NewReconciler returns the TrainJob reconciler.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
 	return &Reconciler{client: c, clock: clk, gang: g, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
@@ -101,7 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, workers)})
 	if r.gang != nil && gang.Served(mgr.GetRESTMapper(), r.gang) {
 		// The gang's group: its state is why the pods wait.
-		b = b.Watches(r.gang.NewObject(), owned.EnqueueController(trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind).GroupKind()))
+		b = b.Watches(r.gang.NewObject(), owned.EnqueueController(trainJobKind))
 		r.gangWatched = true
 	}
 	c, err := b.Build(r)
@@ -134,7 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 			return fmt.Errorf("looking up the JobSet API: %w", err)
 		}
 		if err := c.Watch(source.Kind(mgr.GetCache(), client.Object(&jobsetv1alpha2.JobSet{}),
-			owned.EnqueueController(trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind).GroupKind()))); err != nil {
+			owned.EnqueueController(trainJobKind))); err != nil {
 			return fmt.Errorf("watching JobSets: %w", err)
 		}
 		r.jobSets.Store(true)

@@ -1,5 +1,6 @@
 // Package restart checks that kiln never creates two pods for one replica index and loses no job
-// when its manager stops and starts again in the middle of a burst of jobs.
+// when its manager stops and starts again in the middle of a burst of jobs, and that a manager
+// that cannot start says why.
 package restart
 
 import (
