@@ -9,12 +9,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 budget=${1:-10000x}
 apiserver_budget=${2:-3000x}
+# go test discards what its fuzz workers print; the suites' workers write it to this file
+# (testenv.FuzzWorkerLogEnv), shown when a target fails: why a worker died before fuzzing.
+workers=$(mktemp)
+trap 'rm -f "$workers"' EXIT
 grep -rl --include='*_test.go' '^func Fuzz' . | while read -r file; do
 	pkg=./$(dirname "${file#./}")
 	b=$budget
 	case $pkg in ./test/*) b=$apiserver_budget ;; esac
 	for target in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | cut -d' ' -f2); do
 		echo "fuzz $pkg $target for $b"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$b" "$pkg"
+		: >"$workers"
+		if ! KILN_FUZZ_WORKER_LOG=$workers go test -run '^$' -fuzz "^${target}\$" -fuzztime "$b" "$pkg"; then
+			echo "fuzz $pkg $target failed; the end of its workers' output:"
+			tail -n 200 "$workers"
+			exit 1
+		fi
 	done
 done

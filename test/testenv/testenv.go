@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -110,6 +112,10 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		// plane of their own at once under a loaded make test: a fresh machine's worker died
 		// before fuzzing ("fuzzing process terminated without fuzzing: EOF" after 19.5 s).
 		ControlPlaneStartTimeout: controlPlaneStartTimeout,
+		// So was its 10 s for the CRDs to be established, it seems: a worker died about 24 s
+		// after it started, its control plane taking 16 s to come up with the CRDs in a run
+		// that passed (the worker's own output goes nowhere: fuzzWorkerOutput).
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: controlPlaneStartTimeout},
 		Scheme:                   manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
 	}
 	for k, v := range apiserverArgs {
@@ -319,6 +325,10 @@ func RunBare(m *testing.M, env **Env) int {
 }
 
 func run(m *testing.M, env **Env, start func() (*Env, error), setup func(*Env) (stop func(), err error)) int {
+	if err := fuzzWorkerOutput(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	e, err := start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -340,6 +350,34 @@ func run(m *testing.M, env **Env, start func() (*Env, error), setup func(*Env) (
 		defer stop()
 	}
 	return m.Run()
+}
+
+// FuzzWorkerLogEnv names the file a fuzz worker writes its output to (hack/fuzz.sh sets it, and
+// prints the file when a target fails).
+const FuzzWorkerLogEnv = "KILN_FUZZ_WORKER_LOG"
+
+// fuzzWorkerOutput sends the output of a fuzz worker — go test runs the test binary again for
+// each, and discards what it prints — to the file FuzzWorkerLogEnv names, so that a worker that
+// dies before fuzzing (its control plane not starting, a failed setup) says why somewhere. The
+// worker talks to go test over other pipes, not its standard output. Nothing to do in any other
+// process, or without the variable.
+func fuzzWorkerOutput() error {
+	path := os.Getenv(FuzzWorkerLogEnv)
+	if path == "" || !slices.Contains(os.Args[1:], "-test.fuzzworker") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening the fuzz workers' log %s: %w", path, err)
+	}
+	defer f.Close() // the descriptors below are duplicates
+	fmt.Fprintf(f, "fuzz worker %d (%s) starts at %s\n", os.Getpid(), strings.Join(os.Args[1:], " "), time.Now().Format(time.RFC3339))
+	for _, fd := range []int{1, 2} {
+		if err := syscall.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("sending the fuzz worker's output to %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // OnInterrupt makes teardown run once: when the returned function is called (defer it) or on
