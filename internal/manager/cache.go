@@ -21,6 +21,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/framework"
@@ -212,9 +213,10 @@ func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
 // readers never change what they read in place: pods and services (kiln reads them and writes
 // objects of its own building), the kubeflow.org jobs (the cache defaults them as they arrive,
 // replicajob.DefaultInCache; the engine plans from them and writes statuses as patches without
-// touching the job it read), and KServe's runtimes (every reconcile of KServe's InferenceServices
-// lists them all, and kserve.Build copies what it takes: copying them was a sixth of the bytes kiln
-// allocated serving KServe's InferenceServices). A job's
+// touching the job it read), and the runtimes of KServe and of Trainer (every reconcile of a
+// KServe InferenceService lists them all, and kserve.Build copies what it takes: copying them was
+// a sixth of the bytes kiln allocated serving KServe's InferenceServices; every reconcile of a
+// TrainJob reads its runtime, and trainjob.DesiredJobSet copies the template). A job's
 // reconcile reads the job and lists its children every time it runs; in a burst of jobs the
 // copies were a large share of the bytes kiln allocated (measured: docs/performance.md,
 // Measurements behind the code). What a Get or List returns is a shallow copy: its
@@ -274,9 +276,15 @@ func cacheOptions(namespaces []string, frameworks []framework.Framework, own map
 	for _, fw := range frameworks {
 		opts.ByObject[fw.NewJob()] = cache.ByObject{Transform: replicajob.DefaultInCache(fw, cleanPodPolicy), UnsafeDisableDeepCopy: &readOnly}
 	}
-	if own[kserveInferenceServiceKind] { // a ByObject entry needs the kind served when the manager starts
+	// A ByObject entry needs its kind served when the manager starts: each kind's runtimes only
+	// when kiln serves the kind.
+	if own[kserveInferenceServiceKind] {
 		opts.ByObject[&kservev1alpha1.ServingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
 		opts.ByObject[&kservev1alpha1.ClusterServingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
+	}
+	if own[trainJobKind] {
+		opts.ByObject[&trainerv1alpha1.TrainingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
+		opts.ByObject[&trainerv1alpha1.ClusterTrainingRuntime{}] = cache.ByObject{UnsafeDisableDeepCopy: &readOnly}
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

@@ -21,6 +21,7 @@ import (
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	kservev1alpha1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/metrics"
 	"github.com/kiln-ml/kiln/internal/replicajob"
@@ -227,27 +228,37 @@ func TestKindsOfTheirOwnControllersAloneStart(t *testing.T) {
 	}
 }
 
-// KServe's runtimes are handed out uncopied (every reconcile lists them all) when kiln serves
-// KServe's kind, and not named at all otherwise: a ByObject entry needs its kind served when the
-// manager starts, and without --kinds=kserve-inferenceservice the CRDs need not be installed.
-func TestKServesRuntimesAreReadOnlyWhenServed(t *testing.T) {
-	readOnlyRuntimes := func(o cache.Options) (n int) {
+// The runtimes of KServe and of Trainer are handed out uncopied (reconciles read them every time)
+// when kiln serves their kind, and not named at all otherwise: a ByObject entry needs its kind
+// served when the manager starts, and a kind kiln does not serve needs no CRD installed.
+func TestRuntimesAreReadOnlyWhenTheirKindIsServed(t *testing.T) {
+	readOnlyRuntimes := func(o cache.Options) (kserve, trainer int) {
 		for k, v := range o.ByObject {
 			switch k.(type) {
 			case *kservev1alpha1.ServingRuntime, *kservev1alpha1.ClusterServingRuntime:
-				if v.UnsafeDisableDeepCopy == nil || !*v.UnsafeDisableDeepCopy {
-					t.Errorf("%T is copied on every read", k)
-				}
-				n++
+				kserve++
+			case *trainerv1alpha1.TrainingRuntime, *trainerv1alpha1.ClusterTrainingRuntime:
+				trainer++
+			default:
+				continue
+			}
+			if v.UnsafeDisableDeepCopy == nil || !*v.UnsafeDisableDeepCopy {
+				t.Errorf("%T is copied on every read", k)
 			}
 		}
-		return n
+		return kserve, trainer
 	}
-	if n := readOnlyRuntimes(cacheOptions(nil, nil, map[string]bool{kserveInferenceServiceKind: true}, "")); n != 2 {
-		t.Errorf("serving KServe's kind: %d runtime kinds in the cache's options, want 2", n)
-	}
-	if n := readOnlyRuntimes(cacheOptions(nil, nil, map[string]bool{inferenceServiceKind: true, pyJobKind: true}, "")); n != 0 {
-		t.Errorf("not serving KServe's kind: %d runtime kinds in the cache's options, want none", n)
+	for _, c := range []struct {
+		own                 map[string]bool
+		wantKServe, wantTrn int
+	}{
+		{map[string]bool{kserveInferenceServiceKind: true}, 2, 0},
+		{map[string]bool{trainJobKind: true}, 0, 2},
+		{map[string]bool{inferenceServiceKind: true, pyJobKind: true}, 0, 0},
+	} {
+		if k, tr := readOnlyRuntimes(cacheOptions(nil, nil, c.own, "")); k != c.wantKServe || tr != c.wantTrn {
+			t.Errorf("kinds %v: %d KServe and %d Trainer runtime kinds in the cache's options, want %d and %d", c.own, k, tr, c.wantKServe, c.wantTrn)
+		}
 	}
 }
 

@@ -132,3 +132,37 @@ func TestRuntimePatchesMergeInOrder(t *testing.T) {
 		t.Errorf("a patch of a replicated job the runtime lacks: %+v", p)
 	}
 }
+
+// The runtime a reconcile reads is the cache's own: building the JobSet (every framework, with
+// patches and initializers) and its gang group leaves it as it was.
+func TestBuildingLeavesTheRuntimeAsItIs(t *testing.T) {
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}
+	for _, policy := range []trainerv1alpha1.MLPolicySource{
+		{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, {JAX: &trainerv1alpha1.JAXMLPolicySource{}},
+		{XGBoost: &trainerv1alpha1.XGBoostMLPolicySource{}}, {MPI: &trainerv1alpha1.MPIMLPolicySource{NumProcPerNode: ptr.To[int32](2)}},
+	} {
+		rt := runtimeOf(policy, gpu)
+		rt.Template.Labels, rt.Template.Annotations = map[string]string{"team": "runtime"}, map[string]string{"note": "runtime"}
+		rt.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{PodGroupPolicySource: trainerv1alpha1.PodGroupPolicySource{
+			Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](60)}}}
+		before := rt.DeepCopy()
+		job := trainJobOf(3, func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.Trainer.Env = []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}}
+			j.Spec.Trainer.Args = []string{"--lr=0.1"}
+			j.Spec.RuntimePatches = []trainerv1alpha1.RuntimePatch{{Manager: "a.io/one", TrainingRuntimeSpec: &trainerv1alpha1.TrainingRuntimeSpecPatch{
+				Template: &trainerv1alpha1.JobSetTemplatePatch{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"patched": "yes"}},
+					Spec: &trainerv1alpha1.JobSetSpecPatch{ReplicatedJobs: []trainerv1alpha1.ReplicatedJobPatch{{Name: "node",
+						Template: &trainerv1alpha1.JobTemplatePatch{Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{
+							Spec: &trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "gpu"}}}}}}}}}}}}
+		})
+		js, p := DesiredJobSet(job, rt)
+		if p.Reason != "" {
+			t.Fatalf("%+v: %s", policy, p.Message)
+		}
+		groupOf(job, rt, js)
+		ReservedEnv(rt)
+		if diff := cmp.Diff(before, rt); diff != "" {
+			t.Errorf("%+v: building changed the runtime (-before +after):\n%s", policy, diff)
+		}
+	}
+}

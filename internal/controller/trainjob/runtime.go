@@ -41,7 +41,9 @@ func refKind(job *trainerv1alpha1.TrainJob) string {
 
 // Runtime is the spec of the runtime the TrainJob names, read with c: a TrainingRuntime of its
 // namespace or a ClusterTrainingRuntime. One missing is a Problem (the TrainJob waits for it); a
-// kind kiln does not know fails the TrainJob.
+// kind kiln does not know fails the TrainJob. Read from the manager's cache, the spec is the
+// cache's own (its runtimes are read-only there): callers only read it, and DesiredJobSet copies
+// what it builds on.
 func Runtime(ctx context.Context, c client.Reader, job *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, Problem, error) {
 	ref := job.Spec.RuntimeRef
 	kind, group := refKind(job), ptr.Deref(ref.APIGroup, trainerv1alpha1.GroupVersion.Group)
