@@ -116,7 +116,7 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		// after it started, its control plane taking 16 s to come up with the CRDs in a run
 		// that passed (the worker's own output goes nowhere: fuzzWorkerOutput).
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: controlPlaneStartTimeout},
-		Scheme:                   manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
+		Scheme:            manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
 	}
 	for k, v := range apiserverArgs {
 		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
