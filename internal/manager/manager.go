@@ -230,8 +230,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		if own[kserveInferenceServiceKind] && meta.IsNoMatchError(err) { // the runtimes' cache entries (cacheOptions)
-			return nil, fmt.Errorf("creating the manager: %w (kiln serves KServe's InferenceService: are kiln's serving.kserve.io CRDs installed? config/crd/kserve)", err)
+		if meta.IsNoMatchError(err) { // a kind's cache entry (cacheOptions: the runtimes) names a kind the cluster does not serve
+			return nil, fmt.Errorf("creating the manager: %w (install the CRDs of the kinds kiln serves, --kinds: config/crd, and config/crd/kserve for KServe's)", err)
 		}
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
