@@ -43,10 +43,11 @@ clientConnection:
 // certificate made here, as a cluster's Service would. It returns once JobSet's webhooks answer;
 // stop stops the controller (its CRD and webhooks go with the cluster). Its log is in logDir.
 func (c *Cluster) StartJobSet(ctx context.Context, logDir string) (stop func(), err error) {
-	home, err := toolDir(c.opts.ToolsDir, "jobset-*")
+	bin, err := JobSetBinary(c.opts.ToolsDir)
 	if err != nil {
 		return nil, err
 	}
+	home := filepath.Dir(bin)
 	crds, err := toolDir(filepath.Join(c.opts.ToolsDir, "crds"), "jobset-*")
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func (c *Cluster) StartJobSet(ctx context.Context, logDir string) (stop func(), 
 	if err := os.WriteFile(config, fmt.Appendf(nil, jobSetConfig, p, certDir, probe), 0o600); err != nil {
 		return nil, err
 	}
-	proc, err := StartProcess("jobset", logDir, []string{"KUBECONFIG=" + c.Kubeconfig}, filepath.Join(home, "jobset"), "--config", config)
+	proc, err := StartProcess("jobset", logDir, []string{"KUBECONFIG=" + c.Kubeconfig}, bin, "--config", config)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +103,15 @@ func (c *Cluster) JobSetPid() int {
 		return 0
 	}
 	return c.jobSet.Pid()
+}
+
+// JobSetBinary is the JobSet controller StartJobSet runs, in the tools folder toolsDir.
+func JobSetBinary(toolsDir string) (string, error) {
+	home, err := toolDir(toolsDir, "jobset-*")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, "jobset"), nil
 }
 
 // toolDir is the one folder of dir that matches glob.

@@ -218,11 +218,12 @@ func must(v float64, err error) float64 {
 // operators'.
 func startJobSet(ctx context.Context, cluster *devcluster.Cluster, tools, dir string) (func(), int, error) {
 	// Its peak memory is compared too: it starts from disk in every run, as the operators do.
-	bins, _ := filepath.Glob(filepath.Join(tools, "jobset-*", "jobset"))
-	for _, bin := range bins {
-		if err := dropFromPageCache(bin); err != nil {
-			return nil, 0, err
-		}
+	bin, err := devcluster.JobSetBinary(tools)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := dropFromPageCache(bin); err != nil {
+		return nil, 0, err
 	}
 	stop, err := cluster.StartJobSet(ctx, dir)
 	if err != nil {
