@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -261,6 +262,67 @@ func TestRollout(t *testing.T) {
 	}
 	if got := (rollout{reason: "RolloutFailed"}).message("v1", "v2", trouble{"Unschedulable", "pod p cannot be scheduled: …"}); got != "v1 serves; the rollout of v2 passed its progress deadline: pod p cannot be scheduled: …" {
 		t.Errorf("message %q", got)
+	}
+}
+
+// A pod's readiness counts as soon as the cache has it, where the Deployment's status has not
+// caught up and speaks of one template; never against a status that says more.
+func TestAsPodsSay(t *testing.T) {
+	dep := func(gen, observed int64, replicas, updated, ready int32) *appsv1.Deployment {
+		d := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: ready}}
+		d.Generation = gen
+		return d
+	}
+	pod := func(ready bool, phase corev1.PodPhase, going bool) corev1.Pod {
+		p := corev1.Pod{Status: corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}}}}
+		if ready {
+			p.Status.Conditions[1].Status = corev1.ConditionTrue
+		}
+		if going {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	readyPod, startingPod := pod(true, corev1.PodRunning, false), pod(false, corev1.PodPending, false)
+	for _, c := range []struct {
+		name  string
+		d     *appsv1.Deployment
+		pods  []corev1.Pod
+		ready bool
+		want  *appsv1.DeploymentStatus // nil: d as it is
+	}{
+		{"new, its pod ready before the status says", dep(1, 1, 0, 0, 0), []corev1.Pod{readyPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}},
+		{"its pod starting", dep(1, 1, 0, 0, 0), []corev1.Pod{startingPod}, false, &appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}},
+		{"scaling up", dep(2, 2, 1, 1, 1), []corev1.Pod{readyPod, readyPod, startingPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}},
+		{"not observed", dep(2, 1, 0, 0, 0), []corev1.Pod{readyPod}, false, nil},
+		{"rolling out", dep(2, 2, 2, 1, 0), []corev1.Pod{readyPod, readyPod}, false, nil},
+		{"the status says more", dep(1, 1, 1, 1, 1), nil, true, nil},
+		{"more pods, fewer ready than the status says", dep(2, 2, 1, 1, 1), []corev1.Pod{startingPod, startingPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}},
+		{"going, ended or failed pods", dep(1, 1, 0, 0, 0), []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, false, nil},
+		{"no Deployment", nil, []corev1.Pod{readyPod}, false, nil},
+	} {
+		var before *appsv1.Deployment
+		if c.d != nil {
+			before = c.d.DeepCopy()
+		}
+		got := asPodsSay(c.d, c.pods)
+		switch {
+		case c.want == nil && got != c.d:
+			t.Errorf("%s: %+v, want the Deployment as it is", c.name, got.Status)
+		case c.want != nil && !equality.Semantic.DeepEqual(got.Status, *c.want):
+			t.Errorf("%s: %+v, want %+v", c.name, got.Status, *c.want)
+		}
+		if c.d != nil && !equality.Semantic.DeepEqual(c.d.Status, before.Status) {
+			t.Errorf("%s: changed the Deployment it was given", c.name)
+		}
+		if ok, _, _ := versionReady(got, false, ""); ok != c.ready || (ok && c.want != nil && !rolloutOf(got).complete) {
+			t.Errorf("%s: ready %v (rollout %+v), want %v", c.name, ok, rolloutOf(got), c.ready)
+		}
+	}
+	slow := dep(1, 1, 0, 0, 0)
+	slow.Spec.MinReadySeconds = 30
+	if got := asPodsSay(slow, []corev1.Pod{readyPod}).Status; got.ReadyReplicas != 1 || got.AvailableReplicas != 0 {
+		t.Errorf("minReadySeconds 30: %+v, want a ready replica not yet available", got)
 	}
 }
 

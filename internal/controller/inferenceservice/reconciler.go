@@ -227,10 +227,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if servicesNext && applyErr == nil {
 		return reconcile.Result{}, nil // the Deployment's arrival reconciles it again
 	}
-	trouble, err := r.troubleOf(ctx, e, stableDep, applyErr)
+	stablePods, err := r.podsOf(ctx, e, stable)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	stableDep = asPodsSay(stableDep, stablePods)
+	if canaryDep != nil {
+		canaryPods, err := r.podsOf(ctx, e, canary)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		canaryDep = asPodsSay(canaryDep, canaryPods)
+	}
+	trouble := troubleOf(e, stableDep, stablePods, applyErr)
 	seen := observed{sc: sc, stable: stableDep, canary: canaryDep, why: trouble, wakes: wakes, interceptor: r.opts.KEDAHTTPInterceptor, now: metav1.NewTime(r.clock.Now())}
 	if e.ingress != nil {
 		if seen.ingress, err = r.ingressOf(ctx, e); err != nil {
@@ -389,28 +398,35 @@ const (
 // trouble is why the predictor's pods do not become ready, when they say.
 type trouble struct{ reason, message string }
 
+// podsOf is the pods of a version's Deployment (its selector's) in the controller's own cache,
+// by name.
+func (r *Reconciler) podsOf(ctx context.Context, e *endpoint, version string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingFields{podsOfService: e.id},
+		client.MatchingLabels(podSelector(e, version))); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods.Items, nil
+}
+
 // troubleOf says what keeps the service from serving: an object in the way or one the apiserver
 // refused (applyErr), else what keeps the first of the stable version's pods from starting — the
 // model fetch failing (its termination message, which kiln-fetch writes without secrets), or a
 // container or the scheduler (stuck.Pod).
-func (r *Reconciler) troubleOf(ctx context.Context, e *endpoint, stableDep *appsv1.Deployment, applyErr error) (trouble, error) {
+func troubleOf(e *endpoint, stableDep *appsv1.Deployment, pods []corev1.Pod, applyErr error) trouble {
 	if reason, message, _ := owned.Why(applyErr); reason != "" {
-		return trouble{reason, message}, nil
+		return trouble{reason, message}
 	}
 	if stableDep == nil || (stableDep.Status.ReadyReplicas > 0 && rolloutOf(stableDep).complete) {
-		return trouble{}, nil
+		return trouble{}
 	}
-	var pods corev1.PodList
-	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingLabels(selector(e, stable))); err != nil {
-		return trouble{}, err
-	}
-	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	for i := range pods.Items {
-		if t := podTrouble(&pods.Items[i], e.mount.fetch); t.reason != "" {
-			return t, nil
+	for i := range pods {
+		if t := podTrouble(&pods[i], e.mount.fetch); t.reason != "" {
+			return t
 		}
 	}
-	return trouble{}, nil
+	return trouble{}
 }
 
 // blocks says whether the trouble is kiln's writes', which keep the service from being Ready
@@ -637,7 +653,7 @@ func (r *Reconciler) exactSplit(ctx context.Context, e *endpoint, have apis) (se
 		return "", nil
 	}
 	var pods corev1.PodList
-	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingLabels(selector(e, ""))); err != nil {
+	if err := r.owned.List(ctx, &pods, client.InNamespace(e.namespace), client.MatchingFields{podsOfService: e.id}); err != nil {
 		return "", err
 	}
 	if !inMesh(pods.Items) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,6 +148,52 @@ func scaledToZero(d *appsv1.Deployment) bool {
 // modelURIAnnotation on a pod template says which model it serves (changing it rolls the
 // Deployment).
 const modelURIAnnotation = "serving.kiln.dev/model-uri"
+
+// asPodsSay is d with the replicas its pods, as the controller's cache has them, show beyond
+// its status: a pod's readiness reaches a Deployment's status only once the ReplicaSet's
+// controller and then the Deployment's have written theirs, seconds later on a busy cluster,
+// while the pod's own change is in the cache at once (docs/decisions.md, 23). Only a Deployment
+// whose status speaks of its current template alone (observed, every replica updated) is told:
+// every pod its selector finds then runs that template. It never says less than the status: a
+// pod that stops or goes, the status tells.
+func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
+	if d == nil || d.Status.ObservedGeneration < d.Generation || d.Status.Replicas != d.Status.UpdatedReplicas {
+		return d
+	}
+	var live, ready int32
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		live++
+		if podReady(p) {
+			ready++
+		}
+	}
+	if live <= d.Status.Replicas && ready <= d.Status.ReadyReplicas {
+		return d
+	}
+	seen := *d
+	s := &seen.Status
+	s.Replicas = max(s.Replicas, live)
+	s.UpdatedReplicas = s.Replicas
+	s.ReadyReplicas = max(s.ReadyReplicas, ready)
+	if d.Spec.MinReadySeconds == 0 { // ready is available
+		s.AvailableReplicas = max(s.AvailableReplicas, ready)
+	}
+	return &seen
+}
+
+// podReady: the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
 
 // rollout is how far a Deployment's current template has rolled out: observed, no pods of an
 // older template left, some available (as `kubectl rollout status` judges it, but for scaling).

@@ -55,15 +55,25 @@ func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement
 	if err != nil {
 		return nil, err
 	}
-	return owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has, api),
+	c, err := owned.NewCache(mgr, namespaces, labels.NewSelector().Add(*has, api),
 		map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podTroubleOnly}, &corev1.Service{}: {Transform: serviceMetaOnly}},
 		corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("Service"))
+	if err != nil {
+		return nil, err
+	}
+	// A service's pods are found by their LabelService value, not among every pod of the namespace.
+	return c, c.IndexField(context.Background(), &corev1.Pod{}, podsOfService, func(o client.Object) []string {
+		return []string{o.GetLabels()[LabelService]}
+	})
 }
 
-// podTroubleOnly keeps of a cached pod what troubleOf and inMesh read: its name, labels and
-// deletion; its phase, an unschedulable PodScheduled condition, and of each container its name,
-// a waiting reason that blocks it (stuck.Blocking) and how it last ended. The pod is the
-// informer's freshly decoded one, slimmed in place.
+// podsOfService indexes the cached pods by their LabelService value.
+const podsOfService = "label:" + LabelService
+
+// podTroubleOnly keeps of a cached pod what troubleOf, inMesh and asPodsSay read: its name,
+// labels and deletion; its phase, its Ready condition's status, an unschedulable PodScheduled
+// condition, and of each container its name, a waiting reason that blocks it (stuck.Blocking) and
+// how it last ended. The pod is the informer's freshly decoded one, slimmed in place.
 func podTroubleOnly(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -76,8 +86,11 @@ func podTroubleOnly(obj any) (any, error) {
 	pod.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		switch {
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
 			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		case c.Type == corev1.PodReady:
+			conditions = append(conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		}
 	}
 	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: conditions,
@@ -135,7 +148,8 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, 
 		}
 	}
 	// A pod's trouble (a failed fetch, an image that cannot be pulled) changes no Deployment
-	// status: its pods tell.
+	// status: its pods tell. A pod that becomes ready is in the status well before its
+	// Deployment's says so (asPodsSay).
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name, ok := k.nameOf(o.GetLabels()[LabelService])
 		if !ok {
@@ -145,7 +159,8 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, 
 	})
 	troubleChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return podTrouble(e.ObjectOld.(*corev1.Pod), k.fetch) != podTrouble(e.ObjectNew.(*corev1.Pod), k.fetch)
+			was, is := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+			return podTrouble(was, k.fetch) != podTrouble(is, k.fetch) || (!podReady(was) && podReady(is))
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },

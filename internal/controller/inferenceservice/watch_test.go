@@ -28,7 +28,7 @@ func running(name string) corev1.ContainerStatus {
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}
 }
 
-// The cached pod is slimmed to what troubleOf and inMesh read: they answer on it as on the pod
+// The cached pod is slimmed to what troubleOf, inMesh and asPodsSay read: they answer on it as on the pod
 // the apiserver sent.
 func TestCachedPodsKeepWhatTroubleAndTheMeshRead(t *testing.T) {
 	failedFetch := corev1.ContainerStatus{Name: "storage-initializer", RestartCount: 3, Image: "fetch",
@@ -60,11 +60,14 @@ func TestCachedPodsKeepWhatTroubleAndTheMeshRead(t *testing.T) {
 		if got, want := inMesh([]corev1.Pod{*p}), inMesh([]corev1.Pod{*full}); got != want {
 			t.Errorf("%s: in the mesh %v cached, %v as sent", full.Name, got, want)
 		}
+		if got, want := podReady(p), podReady(full); got != want {
+			t.Errorf("%s: ready %v cached, %v as sent", full.Name, got, want)
+		}
 		if p.Spec.Containers != nil || p.Annotations != nil || p.ManagedFields != nil || p.Status.PodIP != "" || p.Labels[LabelService] == "" {
 			t.Errorf("%s: cached %+v, want its labels and none of its spec, annotations, managedFields or addresses", full.Name, p)
 		}
 	}
-	if podTrouble(pods[1], "storage-initializer").reason != reasonModelFetchFailed || podTrouble(pods[4], "storage-initializer").reason == "" {
+	if podTrouble(pods[1], "storage-initializer").reason != reasonModelFetchFailed || podTrouble(pods[4], "storage-initializer").reason == "" || !podReady(pods[0]) {
 		t.Error("the pods as sent do not show the troubles the test means to keep")
 	}
 }

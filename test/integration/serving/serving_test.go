@@ -353,6 +353,37 @@ func TestStorageCredentialsReachTheFetchOnly(t *testing.T) {
 	}
 }
 
+// A pod that becomes ready makes the InferenceService Ready at once: the Deployment's status,
+// which the ReplicaSet's and the Deployment's controllers write after it, has not caught up.
+func TestAReadyPodMakesTheServiceReadyBeforeItsDeploymentSays(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "early", nil))
+	d := deployment(t, ns, "early-predictor")
+	testenv.Eventually(t, func() error { // the Deployment controller's first word: observed, no pods yet
+		fresh := deployment(t, ns, "early-predictor")
+		fresh.Status.ObservedGeneration = fresh.Generation
+		return env.Client.Status().Update(context.Background(), fresh)
+	})
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "early-predictor-abc", Namespace: ns, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, ready := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionTrue} { // running, then ready: only its readiness changes
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}
+		if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	if ready.Status.ReadyReplicas != 1 || ready.Status.Replicas != 1 {
+		t.Errorf("replicas %d, ready %d: want the pod's 1 and 1", ready.Status.Replicas, ready.Status.ReadyReplicas)
+	}
+	if got := deployment(t, ns, "early-predictor").Status; got.ReadyReplicas != 0 {
+		t.Fatalf("the Deployment's status says %d ready: the test means it to lag", got.ReadyReplicas)
+	}
+}
+
 // A fetch that fails (wrong credentials) shows in the InferenceService's status with the fetch
 // container's message, not only in the pod; a URL's secrets in that message (a kiln-fetch of
 // another version, or its logs as the fallback) stay out of the status.
