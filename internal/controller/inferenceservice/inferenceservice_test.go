@@ -266,11 +266,14 @@ func TestRollout(t *testing.T) {
 }
 
 // A pod's readiness counts as soon as the cache has it, where the Deployment's status has not
-// caught up and speaks of one template; never against a status that says more.
+// caught up, speaks of one template and counts the pods the cache has; never against a status
+// that says more.
 func TestAsPodsSay(t *testing.T) {
-	dep := func(gen, observed int64, replicas, updated, ready int32) *appsv1.Deployment {
-		d := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: ready}}
-		d.Generation = gen
+	type status struct{ generation, observed, replicas, updated, ready int32 }
+	dep := func(s status) *appsv1.Deployment {
+		d := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: int64(s.observed), Replicas: s.replicas, UpdatedReplicas: s.updated,
+			ReadyReplicas: s.ready, AvailableReplicas: s.ready}}
+		d.Generation = int64(s.generation)
 		return d
 	}
 	pod := func(ready bool, phase corev1.PodPhase, going bool) corev1.Pod {
@@ -285,41 +288,50 @@ func TestAsPodsSay(t *testing.T) {
 	}
 	readyPod, startingPod := pod(true, corev1.PodRunning, false), pod(false, corev1.PodPending, false)
 	for _, c := range []struct {
-		name  string
-		d     *appsv1.Deployment
-		pods  []corev1.Pod
-		ready bool
-		want  *appsv1.DeploymentStatus // nil: d as it is
+		name   string
+		status status
+		pods   []corev1.Pod
+		ready  int32 // what asPodsSay says; -1: d as it is
 	}{
-		{"new, its pod ready before the status says", dep(1, 1, 0, 0, 0), []corev1.Pod{readyPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}},
-		{"its pod starting", dep(1, 1, 0, 0, 0), []corev1.Pod{startingPod}, false, &appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}},
-		{"scaling up", dep(2, 2, 1, 1, 1), []corev1.Pod{readyPod, readyPod, startingPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}},
-		{"not observed", dep(2, 1, 0, 0, 0), []corev1.Pod{readyPod}, false, nil},
-		{"rolling out", dep(2, 2, 2, 1, 0), []corev1.Pod{readyPod, readyPod}, false, nil},
-		{"the status says more", dep(1, 1, 1, 1, 1), nil, true, nil},
-		{"more pods, fewer ready than the status says", dep(2, 2, 1, 1, 1), []corev1.Pod{startingPod, startingPod}, true, &appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}},
-		{"going, ended or failed pods", dep(1, 1, 0, 0, 0), []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, false, nil},
-		{"no Deployment", nil, []corev1.Pod{readyPod}, false, nil},
+		{"its pod ready before the status says", status{1, 1, 1, 1, 0}, []corev1.Pod{readyPod}, 1},
+		{"scaling up", status{2, 2, 3, 3, 1}, []corev1.Pod{readyPod, readyPod, startingPod}, 2},
+		{"a pod going beside the ready one", status{1, 1, 1, 1, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), readyPod}, 1},
+		{"the pod not counted yet", status{1, 1, 0, 0, 0}, []corev1.Pod{readyPod}, -1},
+		{"its pod starting", status{1, 1, 1, 1, 0}, []corev1.Pod{startingPod}, -1},
+		{"not observed", status{2, 1, 1, 1, 0}, []corev1.Pod{readyPod}, -1},
+		{"rolling out", status{2, 2, 2, 1, 0}, []corev1.Pod{readyPod, readyPod}, -1},
+		{"an older template's pod not seen going", status{2, 2, 1, 1, 0}, []corev1.Pod{readyPod, startingPod}, -1},
+		{"the status says more", status{1, 1, 2, 2, 2}, []corev1.Pod{readyPod, startingPod}, -1},
+		{"going, ended or failed pods", status{1, 1, 0, 0, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, -1},
 	} {
-		var before *appsv1.Deployment
-		if c.d != nil {
-			before = c.d.DeepCopy()
-		}
-		got := asPodsSay(c.d, c.pods)
-		switch {
-		case c.want == nil && got != c.d:
-			t.Errorf("%s: %+v, want the Deployment as it is", c.name, got.Status)
-		case c.want != nil && !equality.Semantic.DeepEqual(got.Status, *c.want):
-			t.Errorf("%s: %+v, want %+v", c.name, got.Status, *c.want)
-		}
-		if c.d != nil && !equality.Semantic.DeepEqual(c.d.Status, before.Status) {
+		d := dep(c.status)
+		before := d.DeepCopy()
+		got := asPodsSay(d, c.pods)
+		if !equality.Semantic.DeepEqual(d, before) {
 			t.Errorf("%s: changed the Deployment it was given", c.name)
 		}
-		if ok, _, _ := versionReady(got, false, ""); ok != c.ready || (ok && c.want != nil && !rolloutOf(got).complete) {
-			t.Errorf("%s: ready %v (rollout %+v), want %v", c.name, ok, rolloutOf(got), c.ready)
+		if c.ready < 0 {
+			if got != d {
+				t.Errorf("%s: %+v, want the Deployment as it is", c.name, got.Status)
+			}
+			continue
+		}
+		want := before.Status
+		want.ReadyReplicas, want.AvailableReplicas = c.ready, c.ready
+		if !equality.Semantic.DeepEqual(got.Status, want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got.Status, want)
+		}
+		if ok, _, _ := versionReady(got, false, ""); !ok {
+			t.Errorf("%s: not ready", c.name)
+		}
+		if r := rolloutOf(got); !r.complete {
+			t.Errorf("%s: rollout %+v, want complete", c.name, r)
 		}
 	}
-	slow := dep(1, 1, 0, 0, 0)
+	if asPodsSay(nil, []corev1.Pod{readyPod}) != nil {
+		t.Error("no Deployment: want none")
+	}
+	slow := dep(status{1, 1, 1, 1, 0})
 	slow.Spec.MinReadySeconds = 30
 	if got := asPodsSay(slow, []corev1.Pod{readyPod}).Status; got.ReadyReplicas != 1 || got.AvailableReplicas != 0 {
 		t.Errorf("minReadySeconds 30: %+v, want a ready replica not yet available", got)

@@ -130,8 +130,8 @@ func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventReco
 
 // SetupWithManager watches InferenceServices, every kind they own (Deployments and HPAs in the
 // manager's cache, the rest in the controller's own, optional kinds once their CRD is there), the
-// pods' trouble and (metadata only) the CRDs of the optional APIs: installing or removing one
-// re-reconciles every service.
+// pods' trouble, readiness and going, and (metadata only) the CRDs of the optional APIs:
+// installing or removing one re-reconciles every service.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	k := r.api.kind()
 	ownedCache, err := newOwnedCache(mgr, r.opts.Namespaces, k.owns)

@@ -149,13 +149,14 @@ func scaledToZero(d *appsv1.Deployment) bool {
 // Deployment).
 const modelURIAnnotation = "serving.kiln.dev/model-uri"
 
-// asPodsSay is d with the replicas its pods, as the controller's cache has them, show beyond
-// its status: a pod's readiness reaches a Deployment's status only once the ReplicaSet's
+// asPodsSay is d with the ready replicas its pods, as the controller's cache has them, show
+// beyond its status: a pod's readiness reaches a Deployment's status only once the ReplicaSet's
 // controller and then the Deployment's have written theirs, seconds later on a busy cluster,
-// while the pod's own change is in the cache at once (docs/decisions.md, 23). Only a Deployment
-// whose status speaks of its current template alone (observed, every replica updated) is told:
-// every pod its selector finds then runs that template. It never says less than the status: a
-// pod that stops or goes, the status tells.
+// while the pod's own change is in the cache at once (docs/decisions.md, 23). The pods count
+// only where the status speaks of the current template alone (observed, every replica updated)
+// and the cache has exactly the live pods the status counts: then those pods are that
+// template's, not an older one's still on their way out, nor those of an earlier Deployment of
+// the name. It never says less than the status.
 func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 	if d == nil || d.Status.ObservedGeneration < d.Generation || d.Status.Replicas != d.Status.UpdatedReplicas {
 		return d
@@ -171,16 +172,13 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 			ready++
 		}
 	}
-	if live <= d.Status.Replicas && ready <= d.Status.ReadyReplicas {
+	if live != d.Status.Replicas || ready <= d.Status.ReadyReplicas {
 		return d
 	}
 	seen := *d
-	s := &seen.Status
-	s.Replicas = max(s.Replicas, live)
-	s.UpdatedReplicas = s.Replicas
-	s.ReadyReplicas = max(s.ReadyReplicas, ready)
+	seen.Status.ReadyReplicas = ready
 	if d.Spec.MinReadySeconds == 0 { // ready is available
-		s.AvailableReplicas = max(s.AvailableReplicas, ready)
+		seen.Status.AvailableReplicas = max(seen.Status.AvailableReplicas, ready)
 	}
 	return &seen
 }

@@ -46,7 +46,8 @@ var (
 
 // newOwnedCache is the controller's own cache of what an InferenceService makes besides its
 // Deployments and HPAs (the manager's cache has those): its Services (their metadata: kiln reads
-// no Service's spec), its pods (what troubleOf and inMesh read) and its objects of the optional
+// no Service's spec), its pods (what troubleOf, inMesh and asPodsSay read, indexed by their
+// LabelService value) and its objects of the optional
 // APIs — each selected by LabelService, so it holds nothing else of the cluster. The manager's
 // Service and pod caches hold the training kinds' children only (their own label), hence a cache
 // of its own. Pods and Services reach it without their specs (watchtrim).
@@ -148,8 +149,8 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, 
 		}
 	}
 	// A pod's trouble (a failed fetch, an image that cannot be pulled) changes no Deployment
-	// status: its pods tell. A pod that becomes ready is in the status well before its
-	// Deployment's says so (asPodsSay).
+	// status: its pods tell. A pod's readiness, and its going, count before its Deployment's
+	// status says so (asPodsSay).
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name, ok := k.nameOf(o.GetLabels()[LabelService])
 		if !ok {
@@ -157,16 +158,17 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, 
 		}
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	troubleChanged := predicate.Funcs{
+	podChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			was, is := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-			return podTrouble(was, k.fetch) != podTrouble(is, k.fetch) || (!podReady(was) && podReady(is))
+			return podTrouble(was, k.fetch) != podTrouble(is, k.fetch) || podReady(was) != podReady(is) ||
+				(was.DeletionTimestamp == nil) != (is.DeletionTimestamp == nil)
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	if err := c.Watch(source.Kind(objects, client.Object(&corev1.Pod{}), byLabel, troubleChanged)); err != nil {
+	if err := c.Watch(source.Kind(objects, client.Object(&corev1.Pod{}), byLabel, podChanged)); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -359,16 +359,22 @@ func TestAReadyPodMakesTheServiceReadyBeforeItsDeploymentSays(t *testing.T) {
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "early", nil))
 	d := deployment(t, ns, "early-predictor")
-	testenv.Eventually(t, func() error { // the Deployment controller's first word: observed, no pods yet
-		fresh := deployment(t, ns, "early-predictor")
-		fresh.Status.ObservedGeneration = fresh.Generation
-		return env.Client.Status().Update(context.Background(), fresh)
-	})
-	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "early-predictor-abc", Namespace: ns, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
 	if err := env.Client.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
+	testenv.Eventually(t, func() error { // the Deployment controller's word once the pod exists: observed, one replica, none ready
+		fresh := deployment(t, ns, "early-predictor")
+		fresh.Status.ObservedGeneration = fresh.Generation
+		fresh.Status.Replicas, fresh.Status.UpdatedReplicas = 1, 1
+		return env.Client.Status().Update(context.Background(), fresh)
+	})
+	waitStatus(t, i, func(i *servingv1alpha1.InferenceService) error {
+		if err := conditionIs("Ready", metav1.ConditionFalse)(i); err != nil || i.Status.Replicas != 1 {
+			return fmt.Errorf("replicas %d (%v), want 1 and not Ready", i.Status.Replicas, err)
+		}
+		return nil
+	})
 	for _, ready := range []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionTrue} { // running, then ready: only its readiness changes
 		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}
 		if err := env.Client.Status().Update(context.Background(), pod); err != nil {
@@ -382,6 +388,13 @@ func TestAReadyPodMakesTheServiceReadyBeforeItsDeploymentSays(t *testing.T) {
 	if got := deployment(t, ns, "early-predictor").Status; got.ReadyReplicas != 0 {
 		t.Fatalf("the Deployment's status says %d ready: the test means it to lag", got.ReadyReplicas)
 	}
+	// The pod goes: nothing counts it any more, though the Deployment's status has not changed.
+	// (First the reconcile that kiln's own status write brings runs and finds the pod still there.)
+	time.Sleep(time.Second)
+	if err := env.Client.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
 }
 
 // A fetch that fails (wrong credentials) shows in the InferenceService's status with the fetch
