@@ -47,10 +47,10 @@ var (
 // newOwnedCache is the controller's own cache of what an InferenceService makes besides its
 // Deployments and HPAs (the manager's cache has those): its Services (their metadata: kiln reads
 // no Service's spec), its pods (what troubleOf, inMesh and asPodsSay read, indexed by their
-// LabelService value) and its objects of the optional
-// APIs — each selected by LabelService, so it holds nothing else of the cluster. The manager's
-// Service and pod caches hold the training kinds' children only (their own label), hence a cache
-// of its own. Pods and Services reach it without their specs (watchtrim).
+// LabelService value) and its objects of the optional APIs — each selected by LabelService, so
+// it holds nothing else of the cluster. The manager's Service and pod caches hold the training
+// kinds' children only (their own label), hence a cache of its own. Pods and Services reach it
+// without their specs (watchtrim).
 func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement) (cache.Cache, error) {
 	has, err := labels.NewRequirement(LabelService, selection.Exists, nil)
 	if err != nil {
