@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // pollEvery is how often -w and the waits read the cluster again.
@@ -139,16 +141,9 @@ func (s *session) rows(ctx context.Context, ks []kind, ns string) ([]row, []job,
 	return rows, jobs, nil
 }
 
+// podReady: the pod runs, is not going, and its Ready condition is true.
 func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && stuck.Ready(p)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -507,16 +507,6 @@ func (p *planner) replicaType(rtype kubeflowv1.ReplicaType, seen *observed) (fra
 	return count, nil
 }
 
-// isReady says whether the pod's Ready condition is True.
-func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // waitsForReady says whether the pods of rtype wait for every pod of another type to be Ready
 // (Framework.WaitsFor), which they are not yet, and how many are. A pod of that type that
 // finished ends the wait: it will not be ready again, and the waiting pods' own outcome then
@@ -537,7 +527,7 @@ func (p *planner) waitsForReady(rtype kubeflowv1.ReplicaType) (bool, string) {
 		switch {
 		case done[index], pod != nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded):
 			return false, ""
-		case pod != nil && pod.DeletionTimestamp == nil && isReady(pod):
+		case pod != nil && pod.DeletionTimestamp == nil && stuck.Ready(pod):
 			ready++
 		}
 	}

@@ -23,6 +23,16 @@ var fixes = map[string]string{
 // Blocking says whether a container waiting reason blocks its pod (the cache keeps only these).
 func Blocking(reason string) bool { _, ok := fixes[reason]; return ok }
 
+// Ready says whether the pod's Ready condition is true.
+func Ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // Slim is what Pod reads of a container's status: its name, and a waiting reason that blocks it
 // with its message. Caches keep that (and what else their readers read), not the whole status;
 // the waiting state is s's own, trimmed in place.

@@ -32,3 +32,22 @@ func TestPod(t *testing.T) {
 		}
 	}
 }
+
+func TestReady(t *testing.T) {
+	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds}}
+	}
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		{pod(scheduled, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}), true},
+		{pod(scheduled, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}), false},
+		{pod(scheduled), false},
+	} {
+		if got := Ready(c.pod); got != c.want {
+			t.Errorf("%+v: ready %v, want %v", c.pod.Status.Conditions, got, c.want)
+		}
+	}
+}

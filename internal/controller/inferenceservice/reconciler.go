@@ -227,12 +227,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if servicesNext && applyErr == nil {
 		return reconcile.Result{}, nil // the Deployment's arrival reconciles it again
 	}
-	stablePods, err := r.podsOf(ctx, e, stable)
-	if err != nil {
-		return reconcile.Result{}, err
+	// The pods are read only where they may say more than the Deployments' status.
+	var stablePods []corev1.Pod
+	if stableDep != nil && (lagging(stableDep) || !serving(stableDep)) {
+		if stablePods, err = r.podsOf(ctx, e, stable); err != nil {
+			return reconcile.Result{}, err
+		}
+		stableDep = asPodsSay(stableDep, stablePods)
 	}
-	stableDep = asPodsSay(stableDep, stablePods)
-	if canaryDep != nil {
+	if lagging(canaryDep) {
 		canaryPods, err := r.podsOf(ctx, e, canary)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -418,7 +421,7 @@ func troubleOf(e *endpoint, stableDep *appsv1.Deployment, pods []corev1.Pod, app
 	if reason, message, _ := owned.Why(applyErr); reason != "" {
 		return trouble{reason, message}
 	}
-	if stableDep == nil || (stableDep.Status.ReadyReplicas > 0 && rolloutOf(stableDep).complete) {
+	if stableDep == nil || serving(stableDep) {
 		return trouble{}
 	}
 	for i := range pods {

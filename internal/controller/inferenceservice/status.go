@@ -12,6 +12,7 @@ import (
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/modeluri"
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // Condition types.
@@ -158,7 +159,7 @@ const modelURIAnnotation = "serving.kiln.dev/model-uri"
 // template's, not an older one's still on their way out, nor those of an earlier Deployment of
 // the name. It never says less than the status.
 func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
-	if d == nil || d.Status.ObservedGeneration < d.Generation || d.Status.Replicas != d.Status.UpdatedReplicas {
+	if !lagging(d) {
 		return d
 	}
 	var live, ready int32
@@ -168,7 +169,7 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 			continue
 		}
 		live++
-		if podReady(p) {
+		if stuck.Ready(p) {
 			ready++
 		}
 	}
@@ -183,14 +184,17 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 	return &seen
 }
 
-// podReady: the pod's Ready condition is true.
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+// lagging says whether d's pods may say more than its status: observed, one template, and fewer
+// replicas ready than it counts.
+func lagging(d *appsv1.Deployment) bool {
+	return d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == d.Status.UpdatedReplicas &&
+		d.Status.ReadyReplicas < d.Status.Replicas
+}
+
+// serving says whether d's current template serves, as its status says: its pods then have no
+// trouble to tell.
+func serving(d *appsv1.Deployment) bool {
+	return d.Status.ReadyReplicas > 0 && rolloutOf(d).complete
 }
 
 // rollout is how far a Deployment's current template has rolled out: observed, no pods of an

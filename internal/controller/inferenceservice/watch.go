@@ -161,7 +161,7 @@ func newWatches(mgr ctrl.Manager, c controller.Controller, objects cache.Cache, 
 	podChanged := predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			was, is := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-			return podTrouble(was, k.fetch) != podTrouble(is, k.fetch) || podReady(was) != podReady(is) ||
+			return podTrouble(was, k.fetch) != podTrouble(is, k.fetch) || stuck.Ready(was) != stuck.Ready(is) ||
 				(was.DeletionTimestamp == nil) != (is.DeletionTimestamp == nil)
 		},
 		CreateFunc:  func(event.CreateEvent) bool { return false },

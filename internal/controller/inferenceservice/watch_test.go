@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kiln-ml/kiln/internal/stuck"
 )
 
 // A pod as the apiserver sends it, its containers in the states given.
@@ -60,14 +62,14 @@ func TestCachedPodsKeepWhatTroubleAndTheMeshRead(t *testing.T) {
 		if got, want := inMesh([]corev1.Pod{*p}), inMesh([]corev1.Pod{*full}); got != want {
 			t.Errorf("%s: in the mesh %v cached, %v as sent", full.Name, got, want)
 		}
-		if got, want := podReady(p), podReady(full); got != want {
+		if got, want := stuck.Ready(p), stuck.Ready(full); got != want {
 			t.Errorf("%s: ready %v cached, %v as sent", full.Name, got, want)
 		}
 		if p.Spec.Containers != nil || p.Annotations != nil || p.ManagedFields != nil || p.Status.PodIP != "" || p.Labels[LabelService] == "" {
 			t.Errorf("%s: cached %+v, want its labels and none of its spec, annotations, managedFields or addresses", full.Name, p)
 		}
 	}
-	if podTrouble(pods[1], "storage-initializer").reason != reasonModelFetchFailed || podTrouble(pods[4], "storage-initializer").reason == "" || !podReady(pods[0]) {
+	if podTrouble(pods[1], "storage-initializer").reason != reasonModelFetchFailed || podTrouble(pods[4], "storage-initializer").reason == "" || !stuck.Ready(pods[0]) {
 		t.Error("the pods as sent do not show the troubles the test means to keep")
 	}
 }
