@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -70,11 +71,13 @@ type Rotator struct {
 	current atomic.Pointer[tls.Certificate]
 	// Kept by Start's loop alone: the bundle the configurations hold and since when this
 	// process saw it (bundleAt), the CAs of a bundle held at least bundleGrace (settled), and
-	// how soon a certificate waiting for its CA to settle is to be looked at again (switchIn).
-	bundle   []byte
-	bundleAt time.Time
-	settled  []*x509.Certificate
-	switchIn time.Duration
+	// how soon a certificate waiting for its CA to settle is to be looked at again (switchIn),
+	// and whether a CRD did not take the bundle (crdsPending: looked at again in retryInterval).
+	bundle      []byte
+	bundleAt    time.Time
+	settled     []*x509.Certificate
+	switchIn    time.Duration
+	crdsPending bool
 }
 
 // bundleGrace is how long the webhook configurations hold a bundle before a certificate of its
@@ -108,8 +111,8 @@ func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 // NeedLeaderElection is false: every replica serves webhooks, so every replica keeps its certificate.
 func (r *Rotator) NeedLeaderElection() bool { return false }
 
-// retryInterval is how soon a failed first check is retried: until it succeeds the webhook
-// server has no certificate and /readyz fails.
+// retryInterval is how soon a failed first check is retried (until it succeeds the webhook
+// server has no certificate and /readyz fails), and a CRD that did not take the bundle.
 const retryInterval = 5 * time.Second
 
 // Start checks at once, then whenever a watched object changes and every CheckInterval, until
@@ -138,6 +141,9 @@ func (r *Rotator) Start(ctx context.Context) error {
 		}
 		if r.switchIn > 0 {
 			wait = min(wait, r.switchIn)
+		}
+		if r.crdsPending {
+			wait = min(wait, retryInterval)
 		}
 		select {
 		case <-ctx.Done():
@@ -197,10 +203,11 @@ func (r *Rotator) Ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("Secret %s/%s holds an unusable serving certificate: %w", r.opts.Namespace, r.opts.SecretName, err)
 	}
-	installed, err := r.inject(ctx, data[caCertKey])
+	installed, pending, err := r.inject(ctx, data[caCertKey])
 	if err != nil {
 		return err
 	}
+	r.crdsPending = pending
 	now := r.opts.Clock.Now()
 	if !bytes.Equal(data[caCertKey], r.bundle) {
 		r.bundle, r.bundleAt = data[caCertKey], now
@@ -296,8 +303,9 @@ func conversionClient(c *apiextensionsv1.CustomResourceDefinition) *apiextension
 }
 
 // inject writes bundle into every webhook of the named configurations; missing ones are skipped
-// (webhooks not installed), so kiln still runs without them. installed says one exists.
-func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ error) {
+// (webhooks not installed), so kiln still runs without them. installed says one exists. A CRD
+// that could not take it is logged and makes pending true: the caller tries again soon.
+func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed, pending bool, _ error) {
 	for _, name := range r.opts.MutatingWebhooks {
 		c := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		found, err := r.injectInto(ctx, name, c, func() (changed bool) {
@@ -307,7 +315,7 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 			return changed
 		})
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		installed = installed || found
 	}
@@ -320,7 +328,7 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 			return changed
 		})
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		installed = installed || found
 	}
@@ -341,32 +349,39 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) (installed bool, _ 
 		})
 		if err != nil {
 			// Only requests at a version not stored need it: the admission webhooks must not
-			// wait for it (the next check retries).
-			r.opts.Log.Error(err, "Injecting the CA bundle into a CRD's conversion webhook failed; retrying at the next check", "crd", name)
+			// wait for it.
+			r.opts.Log.Error(err, "Injecting the CA bundle into a CRD's conversion webhook failed; retrying", "crd", name, "in", retryInterval.String())
+			pending = true
 			continue
 		}
 		installed = installed || found
 	}
-	return installed, nil
+	return installed, pending, nil
 }
 
 // injectInto reads configuration name into c, lets set change it and writes it when it changed;
-// found says it exists.
+// found says it exists. A write that lost to another writer (the apiserver's own status of a
+// CRD, another replica) is made again on what that one wrote.
 func (r *Rotator) injectInto(ctx context.Context, name string, c client.Object, set func() bool) (found bool, _ error) {
-	if err := r.reader.Get(ctx, types.NamespacedName{Name: name}, c); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		found = false
+		if err := r.reader.Get(ctx, types.NamespacedName{Name: name}, c); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("reading %s %s: %w", kindOf(c), name, err)
 		}
-		return false, fmt.Errorf("reading %s %s: %w", kindOf(c), name, err)
-	}
-	if !set() {
-		return true, nil
-	}
-	r.opts.Log.Info("Injecting the webhook CA bundle", "kind", kindOf(c), "name", name)
-	if err := r.writer.Update(ctx, c); err != nil {
+		found = true
+		if !set() {
+			return nil
+		}
+		r.opts.Log.Info("Injecting the webhook CA bundle", "kind", kindOf(c), "name", name)
+		return r.writer.Update(ctx, c)
+	})
+	if err != nil && found {
 		return true, fmt.Errorf("injecting the CA bundle into %s %s: %w", kindOf(c), name, err)
 	}
-	return true, nil
+	return found, err
 }
 
 // kindOf is the kind of a typed object, e.g. CustomResourceDefinition.
@@ -422,10 +437,10 @@ func (f *FileBundle) Start(ctx context.Context) error {
 		case err != nil:
 			f.r.opts.Log.Error(err, "Reading the CA bundle of the conversion webhook failed; retrying")
 		case !bytes.Equal(bundle, injected) || time.Since(at) >= f.r.opts.CheckInterval:
-			// What fails of a CRD is logged, and retried at the next check.
-			if _, err := f.r.inject(ctx, bundle); err != nil {
+			// What fails of a CRD is logged (inject), and tried again at the next poll.
+			if _, pending, err := f.r.inject(ctx, bundle); err != nil {
 				f.r.opts.Log.Error(err, "Injecting the CA bundle of the conversion webhook failed; retrying")
-			} else {
+			} else if !pending {
 				injected, at = bundle, time.Now()
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -141,22 +143,13 @@ func TestV2beta1MPIJobIsValidated(t *testing.T) {
 func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.conversion.kiln.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "conversion.kiln.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}},
-		},
-	}
-	conversion.Point(crd, apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
-		Namespace: "kiln-system", Name: conversion.Service, Path: ptr.To(conversion.Path), Port: ptr.To[int32](443)}})
-	if err := env.Client.Create(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, crd) })
-	rot := servingcert.New(env.Client, env.Client, servingcert.Options{Namespace: ns, SecretName: "kiln-webhook-cert",
+	crd := convertedCRD(t, "widget")
+	// Its first write of the CRD loses a race (the apiserver writes a CRD's status as it
+	// establishes it): kiln writes again on what won.
+	raced := &firstCRDUpdate{Writer: env.Client, before: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+		return env.Client.Patch(ctx, crd.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"raced":"yes"}}}`)))
+	}}
+	rot := servingcert.New(env.Client, raced, servingcert.Options{Namespace: ns, SecretName: "kiln-webhook-cert",
 		DNSNames: []string{conversion.Service + "." + ns + ".svc"}, ConversionCRDs: []string{crd.Name}, ConversionService: conversion.Service})
 	if err := rot.Ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -164,6 +157,9 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 	var got apiextensionsv1.CustomResourceDefinition
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
 		t.Fatal(err)
+	}
+	if !raced.done.Load() || got.Labels["raced"] != "yes" {
+		t.Errorf("the rotator's write of the CRD did not lose a race (labels %v): the test tests nothing", got.Labels)
 	}
 	cc := got.Spec.Conversion.Webhook.ClientConfig
 	var secret corev1.Secret
@@ -177,15 +173,23 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 
 	// With a certificate someone else keeps (cert-manager's, mounted with its ca.crt), kiln puts
 	// that CA into the CRD, and points it at its namespace the same way.
-	got.Spec.Conversion.Webhook.ClientConfig.Service.Namespace, got.Spec.Conversion.Webhook.ClientConfig.CABundle = "kiln-system", nil
-	if err := env.Client.Update(ctx, &got); err != nil {
+	// (The apiserver writes the CRD's status meanwhile: its conditions.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got); err != nil {
+			return err
+		}
+		got.Spec.Conversion.Webhook.ClientConfig.Service.Namespace, got.Spec.Conversion.Webhook.ClientConfig.CABundle = "kiln-system", nil
+		return env.Client.Update(ctx, &got)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(caFile, secret.Data["ca.crt"], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keeper := servingcert.NewFileBundle(env.Client, env.Client, caFile, servingcert.Options{Namespace: ns,
+	// Its first write of the CRD fails: it writes again at its next poll.
+	busy := &firstCRDUpdate{Writer: env.Client, before: busyAPIServer}
+	keeper := servingcert.NewFileBundle(env.Client, busy, caFile, servingcert.Options{Namespace: ns,
 		ConversionCRDs: []string{crd.Name}, ConversionService: conversion.Service})
 	stop, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -203,12 +207,86 @@ func TestConversionIsPointedAtKilnsNamespace(t *testing.T) {
 		})
 	}
 	trusts(secret.Data["ca.crt"])
+	if !busy.done.Load() {
+		t.Error("the keeper's write of the CRD did not fail: the test tests nothing")
+	}
 	// cert-manager renews the certificate (a self-signed one is its own CA): the new CA follows.
 	renewed := append(append([]byte{}, secret.Data["ca.crt"]...), secret.Data["ca.crt"]...)
 	if err := os.WriteFile(caFile, renewed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	trusts(renewed)
+}
+
+// TestAFailedCRDIsTriedAgainSoon: a CRD that did not take the rotator's CA bundle (the apiserver
+// failed the write) is written again within seconds, not at the next check minutes later.
+func TestAFailedCRDIsTriedAgainSoon(t *testing.T) {
+	ns := env.Namespace(t)
+	crd := convertedCRD(t, "gadget")
+	busy := &firstCRDUpdate{Writer: env.Client, before: busyAPIServer}
+	rot := servingcert.New(env.Client, busy, servingcert.Options{Namespace: ns, SecretName: "kiln-webhook-cert",
+		DNSNames: []string{conversion.Service + "." + ns + ".svc"}, ConversionCRDs: []string{crd.Name}, ConversionService: conversion.Service})
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = rot.Start(stop) }()
+	testenv.Eventually(t, func() error {
+		var got apiextensionsv1.CustomResourceDefinition
+		if err := env.Client.Get(stop, client.ObjectKeyFromObject(crd), &got); err != nil {
+			return err
+		}
+		if cc := got.Spec.Conversion.Webhook.ClientConfig; cc.Service.Namespace != ns || len(cc.CABundle) == 0 {
+			return fmt.Errorf("the conversion calls Service %s/%s trusting %d bytes", cc.Service.Namespace, cc.Service.Name, len(cc.CABundle))
+		}
+		return nil
+	})
+	if !busy.done.Load() {
+		t.Error("the rotator's write of the CRD did not fail: the test tests nothing")
+	}
+}
+
+// convertedCRD creates the CRD of kind (lower case) in group conversion.kiln.dev, its conversion
+// calling kiln's webhook Service in kiln-system, as kiln's CRDs ship; it goes with the test.
+func convertedCRD(t *testing.T, kind string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: kind + "s.conversion.kiln.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "conversion.kiln.dev", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: kind + "s", Singular: kind,
+				Kind: strings.ToUpper(kind[:1]) + kind[1:], ListKind: strings.ToUpper(kind[:1]) + kind[1:] + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}},
+		},
+	}
+	conversion.Point(crd, apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+		Namespace: "kiln-system", Name: conversion.Service, Path: ptr.To(conversion.Path), Port: ptr.To[int32](443)}})
+	if err := env.Client.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
+	return crd
+}
+
+// busyAPIServer fails a write as an apiserver too busy to take it does.
+func busyAPIServer(context.Context, *apiextensionsv1.CustomResourceDefinition) error {
+	return apierrors.NewServiceUnavailable("the test's apiserver is busy")
+}
+
+// firstCRDUpdate calls before ahead of the first Update of a CRD (another write lands first, or
+// the apiserver fails it: before's error is the Update's).
+type firstCRDUpdate struct {
+	client.Writer
+	before func(context.Context, *apiextensionsv1.CustomResourceDefinition) error
+	done   atomic.Bool
+}
+
+func (w *firstCRDUpdate) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && w.done.CompareAndSwap(false, true) {
+		if err := w.before(ctx, crd); err != nil {
+			return err
+		}
+	}
+	return w.Writer.Update(ctx, obj, opts...)
 }
 
 // TestPyJobAtBothVersions: a PyJob written at v1beta1 (the stored version) is at v1alpha1 the
