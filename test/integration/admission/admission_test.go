@@ -526,12 +526,15 @@ func TestStoredInvalidJobsStayUpdatableAndFailVisibly(t *testing.T) {
 		t.Errorf("Failed condition %+v; want reason TFJobFailedValidation naming metadata.name", c[len(c)-1])
 	}
 	labelThroughTheWebhooks(t, j)
-	fresh := &kubeflowv1.TFJob{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), fresh); err != nil {
-		t.Fatal(err)
-	}
-	fresh.Spec.TFReplicaSpecs["Worker"].Template.Spec.Containers[0].Image = ""
-	if err := env.Client.Update(ctx, fresh); err == nil || !strings.Contains(err.Error(), "image") {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // kiln may write its status meanwhile
+		fresh := &kubeflowv1.TFJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.TFReplicaSpecs["Worker"].Template.Spec.Containers[0].Image = ""
+		return env.Client.Update(ctx, fresh)
+	})
+	if err == nil || !strings.Contains(err.Error(), "image") {
 		t.Fatalf("an update adding a mistake was not refused naming the image: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -287,11 +288,17 @@ func TestVolcanoGroupIsKubeflowsAndAdmittedFirst(t *testing.T) {
 	if pods := env.Pods(t, ns, map[string]string{kubeflowv1.LabelJobName: "xgb"}); len(pods) != 0 {
 		t.Fatalf("%d pods before Volcano admitted the group, want none (as Kubeflow)", len(pods))
 	}
-	// Volcano admits it.
-	if err := unstructured.SetNestedField(pg.Object, "Inqueue", "status", "phase"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Update(context.Background(), pg); err != nil {
+	// Volcano admits it (on the group as it is now: kiln may have written it meanwhile).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if pg, err = unstructuredGroup(t, "scheduling.volcano.sh/v1beta1", ns, "xgb-xgboostjob"); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(pg.Object, "Inqueue", "status", "phase"); err != nil {
+			return err
+		}
+		return env.Client.Update(context.Background(), pg)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var pods []corev1.Pod
