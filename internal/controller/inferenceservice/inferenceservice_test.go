@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -266,14 +267,17 @@ func TestRollout(t *testing.T) {
 }
 
 // A pod's readiness counts as soon as the cache has it, where the Deployment's status has not
-// caught up, speaks of one template and counts the pods the cache has; never against a status
+// caught up, speaks of one template and counts the pods the cache has, or where the Deployment
+// never changed and its ReplicaSet made the pods after it was created; never against a status
 // that says more.
 func TestAsPodsSay(t *testing.T) {
 	type status struct{ generation, observed, replicas, updated, ready int32 }
+	created := time.Unix(100, 0)
 	dep := func(s status) *appsv1.Deployment {
 		d := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ObservedGeneration: int64(s.observed), Replicas: s.replicas, UpdatedReplicas: s.updated,
 			ReadyReplicas: s.ready, AvailableReplicas: s.ready}}
-		d.Generation = int64(s.generation)
+		d.Generation, d.CreationTimestamp = int64(s.generation), metav1.Time{Time: created}
+		d.Spec.Replicas = ptr.To(max(1, s.replicas))
 		return d
 	}
 	pod := func(ready bool, phase corev1.PodPhase, going bool) corev1.Pod {
@@ -286,23 +290,40 @@ func TestAsPodsSay(t *testing.T) {
 		}
 		return p
 	}
+	// made is p as a ReplicaSet of template hash made it, after seconds from the Deployment's creation.
+	made := func(p corev1.Pod, hash string, after time.Duration) corev1.Pod {
+		p.Labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}
+		p.CreationTimestamp = metav1.Time{Time: created.Add(after)}
+		return p
+	}
 	readyPod, startingPod := pod(true, corev1.PodRunning, false), pod(false, corev1.PodPending, false)
 	for _, c := range []struct {
 		name   string
 		status status
 		pods   []corev1.Pod
 		ready  int32 // what asPodsSay says; -1: d as it is
+		counts int32 // the replicas it says, where more than the status counts
 	}{
-		{"its pod ready before the status says", status{1, 1, 1, 1, 0}, []corev1.Pod{readyPod}, 1},
-		{"scaling up", status{2, 2, 3, 3, 1}, []corev1.Pod{readyPod, readyPod, startingPod}, 2},
-		{"a pod going beside the ready one", status{1, 1, 1, 1, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), readyPod}, 1},
-		{"the pod not counted yet", status{1, 1, 0, 0, 0}, []corev1.Pod{readyPod}, -1},
-		{"its pod starting", status{1, 1, 1, 1, 0}, []corev1.Pod{startingPod}, -1},
-		{"not observed", status{2, 1, 1, 1, 0}, []corev1.Pod{readyPod}, -1},
-		{"rolling out", status{2, 2, 2, 1, 0}, []corev1.Pod{readyPod, readyPod}, -1},
-		{"an older template's pod not seen going", status{2, 2, 1, 1, 0}, []corev1.Pod{readyPod, startingPod}, -1},
-		{"the status says more", status{1, 1, 2, 2, 2}, []corev1.Pod{readyPod, startingPod}, -1},
-		{"going, ended or failed pods", status{1, 1, 0, 0, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, -1},
+		{"its pod ready before the status says", status{1, 1, 1, 1, 0}, []corev1.Pod{readyPod}, 1, 0},
+		{"scaling up", status{2, 2, 3, 3, 1}, []corev1.Pod{readyPod, readyPod, startingPod}, 2, 0},
+		{"a pod going beside the ready one", status{1, 1, 1, 1, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), readyPod}, 1, 0},
+		{"the pod not counted yet", status{1, 1, 0, 0, 0}, []corev1.Pod{readyPod}, -1, 0},
+		{"its pod starting", status{1, 1, 1, 1, 0}, []corev1.Pod{startingPod}, -1, 0},
+		{"not observed", status{2, 1, 1, 1, 0}, []corev1.Pod{readyPod}, -1, 0},
+		{"rolling out", status{2, 2, 2, 1, 0}, []corev1.Pod{readyPod, readyPod}, -1, 0},
+		{"an older template's pod not seen going", status{2, 2, 1, 1, 0}, []corev1.Pod{readyPod, startingPod}, -1, 0},
+		{"the status says more", status{1, 1, 2, 2, 2}, []corev1.Pod{readyPod, startingPod}, -1, 0},
+		{"going, ended or failed pods", status{1, 1, 0, 0, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, -1, 0},
+		// A Deployment whose spec never changed has had one template: pods its ReplicaSet made
+		// after it was created are that template's, counted or not.
+		{"its first template's pod, not observed yet", status{1, 0, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", 2*time.Second)}, 1, 1},
+		{"its first template's pod, not counted yet", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second)}, 1, 1},
+		{"more of its first template's pods than counted", status{1, 1, 1, 1, 0}, []corev1.Pod{made(readyPod, "a", time.Second), made(readyPod, "a", 3*time.Second)}, 2, 2},
+		{"a pod made in the second the Deployment was", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", 500*time.Millisecond)}, -1, 0},
+		{"an earlier Deployment's pod", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", -time.Second)}, -1, 0},
+		{"two templates' pods", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second), made(startingPod, "b", time.Second)}, -1, 0},
+		{"a pod no ReplicaSet made", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "", time.Second)}, -1, 0},
+		{"a changed spec", status{2, 2, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second)}, -1, 0},
 	} {
 		d := dep(c.status)
 		before := d.DeepCopy()
@@ -318,6 +339,9 @@ func TestAsPodsSay(t *testing.T) {
 		}
 		want := before.Status
 		want.ReadyReplicas, want.AvailableReplicas = c.ready, c.ready
+		if c.counts > 0 {
+			want.ObservedGeneration, want.Replicas, want.UpdatedReplicas = before.Generation, c.counts, c.counts
+		}
 		if !equality.Semantic.DeepEqual(got.Status, want) {
 			t.Errorf("%s: %+v, want %+v", c.name, got.Status, want)
 		}

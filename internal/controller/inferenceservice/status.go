@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
 	"github.com/kiln-ml/kiln/internal/modeluri"
@@ -154,15 +155,21 @@ const modelURIAnnotation = "serving.kiln.dev/model-uri"
 // beyond its status: a pod's readiness reaches a Deployment's status only once the ReplicaSet's
 // controller and then the Deployment's have written theirs, seconds later on a busy cluster,
 // while the pod's own change is in the cache at once (docs/decisions.md, 23). The pods count
-// only where the status speaks of the current template alone (observed, every replica updated)
-// and the cache has exactly the live pods the status counts: then those pods are that
-// template's, not an older one's still on their way out, nor those of an earlier Deployment of
-// the name. It never says less than the status.
+// only where they are the current template's, not an older one's still on their way out, nor
+// those of an earlier Deployment of the name:
+//   - the status speaks of the current template alone (observed, every replica updated) and the
+//     cache has exactly the live pods the status counts; or
+//   - d's spec never changed (generation 1: it has had one template) and every live pod was made
+//     by a ReplicaSet (one pod-template-hash among them) in a second after d was created, which
+//     an earlier Deployment's pods were not. The status need not have counted them.
+//
+// It never says less than the status.
 func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 	if !lagging(d) {
 		return d
 	}
 	var live, ready int32
+	firstTemplate, hash := d.Generation == 1, ""
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -172,22 +179,40 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 		if stuck.Ready(p) {
 			ready++
 		}
+		h := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		if h == "" || (hash != "" && h != hash) || p.CreationTimestamp.Unix() <= d.CreationTimestamp.Unix() { // whole seconds, as the apiserver keeps them
+			firstTemplate = false
+		}
+		hash = h
 	}
-	if live != d.Status.Replicas || ready <= d.Status.ReadyReplicas {
+	counted := d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == d.Status.UpdatedReplicas && live == d.Status.Replicas
+	if ready <= d.Status.ReadyReplicas || (!counted && !firstTemplate) {
 		return d
 	}
 	seen := *d
 	seen.Status.ReadyReplicas = ready
+	if !counted { // the first template's pods, which its status has not all counted yet
+		seen.Status.ObservedGeneration = d.Generation
+		seen.Status.Replicas = max(d.Status.Replicas, live)
+		seen.Status.UpdatedReplicas = seen.Status.Replicas
+	}
 	if d.Spec.MinReadySeconds == 0 { // ready is available
 		seen.Status.AvailableReplicas = max(seen.Status.AvailableReplicas, ready)
 	}
 	return &seen
 }
 
-// lagging says whether d's pods may say more than its status: observed, one template, and fewer
-// replicas ready than it counts.
+// lagging says whether d's pods may say more than its status: fewer replicas ready than it
+// counts, where the status is observed and speaks of one template; or, where d's spec never
+// changed, fewer ready than it wants (its pods may be more than the status has counted yet).
 func lagging(d *appsv1.Deployment) bool {
-	return d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == d.Status.UpdatedReplicas &&
+	switch {
+	case d == nil:
+		return false
+	case d.Generation == 1 && d.Status.ReadyReplicas < ptr.Deref(d.Spec.Replicas, 1):
+		return true
+	}
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == d.Status.UpdatedReplicas &&
 		d.Status.ReadyReplicas < d.Status.Replicas
 }
 

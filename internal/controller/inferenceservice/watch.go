@@ -72,7 +72,7 @@ func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement
 const podsOfService = "label:" + LabelService
 
 // podTroubleOnly keeps of a cached pod what troubleOf, inMesh and asPodsSay read: its name,
-// labels and deletion; its phase, its Ready condition's status, an unschedulable PodScheduled
+// labels, creation and deletion; its phase, its Ready condition's status, an unschedulable PodScheduled
 // condition, and of each container its name, a waiting reason that blocks it (stuck.Blocking) and
 // how it last ended. The pod is the informer's freshly decoded one, slimmed in place.
 func podTroubleOnly(obj any) (any, error) {
@@ -82,7 +82,7 @@ func podTroubleOnly(obj any) (any, error) {
 	}
 	pod.ObjectMeta = metav1.ObjectMeta{
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
+		Labels: pod.Labels, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 	}
 	pod.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition

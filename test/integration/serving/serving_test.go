@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"k8s.io/utils/ptr"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -395,6 +396,33 @@ func TestAReadyPodMakesTheServiceReadyBeforeItsDeploymentSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, i, conditionIs("Ready", metav1.ConditionFalse))
+}
+
+// A pod of a Deployment whose spec never changed counts once it is ready, though the
+// Deployment's status has not counted it at all: its ReplicaSet made it after the Deployment was
+// created, so it runs the Deployment's one template (docs/decisions.md, 23).
+func TestAFirstTemplatesPodCountsBeforeTheStatusCountsIt(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "first", nil))
+	d := deployment(t, ns, "first-predictor")
+	time.Sleep(time.Until(d.CreationTimestamp.Add(time.Second + 50*time.Millisecond))) // the pod is made in a later second
+	labels := maps.Clone(d.Spec.Template.Labels)
+	labels[appsv1.DefaultDeploymentUniqueLabelKey] = "5d9c7f"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "first-predictor-5d9c7f-x2x", Namespace: ns, Labels: labels}, Spec: d.Spec.Template.Spec}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	ready := waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	if ready.Status.ReadyReplicas != 1 || ready.Status.Replicas != 1 {
+		t.Errorf("replicas %d, ready %d: want the pod's 1 and 1", ready.Status.Replicas, ready.Status.ReadyReplicas)
+	}
+	if got := deployment(t, ns, "first-predictor").Status; got.ObservedGeneration != 0 || got.Replicas != 0 {
+		t.Fatalf("the Deployment's status %+v: the test means it unwritten (no Deployment controller runs here)", got)
+	}
 }
 
 // A fetch that fails (wrong credentials) shows in the InferenceService's status with the fetch
