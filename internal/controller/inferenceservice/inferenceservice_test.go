@@ -278,6 +278,7 @@ func TestAsPodsSay(t *testing.T) {
 			ReadyReplicas: s.ready, AvailableReplicas: s.ready}}
 		d.Generation, d.CreationTimestamp = int64(s.generation), metav1.Time{Time: created}
 		d.Spec.Replicas = ptr.To(max(1, s.replicas))
+		d.Spec.Template.Annotations = map[string]string{modelURIAnnotation: "s3://m/2", revisionAnnotation: "r2"}
 		return d
 	}
 	pod := func(ready bool, phase corev1.PodPhase, going bool) corev1.Pod {
@@ -290,10 +291,16 @@ func TestAsPodsSay(t *testing.T) {
 		}
 		return p
 	}
-	// made is p as a ReplicaSet of template hash made it, after seconds from the Deployment's creation.
+	// made is p as a ReplicaSet of template hash made it, after the Deployment's creation, from
+	// a template of the Deployment's model and revision.
 	made := func(p corev1.Pod, hash string, after time.Duration) corev1.Pod {
 		p.Labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}
+		p.Annotations = map[string]string{modelURIAnnotation: "s3://m/2", revisionAnnotation: "r2"}
 		p.CreationTimestamp = metav1.Time{Time: created.Add(after)}
+		return p
+	}
+	of := func(p corev1.Pod, annotation, value string) corev1.Pod {
+		p.Annotations = map[string]string{modelURIAnnotation: "s3://m/2", revisionAnnotation: "r2", annotation: value}
 		return p
 	}
 	readyPod, startingPod := pod(true, corev1.PodRunning, false), pod(false, corev1.PodPending, false)
@@ -323,7 +330,10 @@ func TestAsPodsSay(t *testing.T) {
 		{"an earlier Deployment's pod", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", -time.Second)}, -1, 0},
 		{"two templates' pods", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second), made(startingPod, "b", time.Second)}, -1, 0},
 		{"a pod no ReplicaSet made", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "", time.Second)}, -1, 0},
-		{"a changed spec", status{2, 2, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second)}, -1, 0},
+		{"an earlier Deployment's pod going beside its pod", status{1, 1, 0, 0, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), made(readyPod, "a", time.Second)}, 1, 1},
+		{"an earlier model's pod", status{1, 1, 0, 0, 0}, []corev1.Pod{of(made(readyPod, "a", time.Second), modelURIAnnotation, "s3://m/1")}, -1, 0},
+		{"an earlier revision's pod", status{1, 1, 0, 0, 0}, []corev1.Pod{of(made(readyPod, "a", time.Second), revisionAnnotation, "r1")}, -1, 0},
+		{"a changed spec", status{2, 2, 1, 1, 0}, []corev1.Pod{made(readyPod, "a", time.Second), made(startingPod, "a", time.Second)}, -1, 0},
 	} {
 		d := dep(c.status)
 		before := d.DeepCopy()

@@ -160,8 +160,9 @@ const modelURIAnnotation = "serving.kiln.dev/model-uri"
 //   - the status speaks of the current template alone (observed, every replica updated) and the
 //     cache has exactly the live pods the status counts; or
 //   - d's spec never changed (generation 1: it has had one template) and every live pod was made
-//     by a ReplicaSet (one pod-template-hash among them) in a second after d was created, which
-//     an earlier Deployment's pods were not. The status need not have counted them.
+//     by a ReplicaSet (one pod-template-hash among them), from a template with d's model and
+//     revision (templateAnnotations), in a second after d was created, which an earlier
+//     Deployment's pods were not. The status need not have counted them.
 //
 // It never says less than the status.
 func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
@@ -180,7 +181,8 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 			ready++
 		}
 		h := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
-		if h == "" || (hash != "" && h != hash) || p.CreationTimestamp.Unix() <= d.CreationTimestamp.Unix() { // whole seconds, as the apiserver keeps them
+		if h == "" || (hash != "" && h != hash) || !sameModel(p, d) ||
+			p.CreationTimestamp.Unix() <= d.CreationTimestamp.Unix() { // whole seconds, as the apiserver keeps them
 			firstTemplate = false
 		}
 		hash = h
@@ -200,6 +202,20 @@ func asPodsSay(d *appsv1.Deployment, pods []corev1.Pod) *appsv1.Deployment {
 		seen.Status.AvailableReplicas = max(seen.Status.AvailableReplicas, ready)
 	}
 	return &seen
+}
+
+// templateAnnotations are the annotations of a pod template that say what its pods serve: the
+// model, and the revision of KServe's predictors (a hash of the rest of the template).
+var templateAnnotations = [...]string{modelURIAnnotation, revisionAnnotation}
+
+// sameModel says whether pod p was made from a template with d's templateAnnotations.
+func sameModel(p *corev1.Pod, d *appsv1.Deployment) bool {
+	for _, k := range templateAnnotations {
+		if p.Annotations[k] != d.Spec.Template.Annotations[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // lagging says whether d's pods may say more than its status: fewer replicas ready than it

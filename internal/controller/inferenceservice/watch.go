@@ -72,9 +72,9 @@ func newOwnedCache(mgr ctrl.Manager, namespaces []string, api labels.Requirement
 const podsOfService = "label:" + LabelService
 
 // podTroubleOnly keeps of a cached pod what troubleOf, inMesh and asPodsSay read: its name,
-// labels, creation and deletion; its phase, its Ready condition's status, an unschedulable PodScheduled
-// condition, and of each container its name, a waiting reason that blocks it (stuck.Blocking) and
-// how it last ended. The pod is the informer's freshly decoded one, slimmed in place.
+// labels, templateAnnotations, creation and deletion; its phase, its Ready condition's status, an
+// unschedulable PodScheduled condition, and of each container its name, a waiting reason that
+// blocks it (stuck.Blocking) and how it last ended. The pod is the informer's freshly decoded one, slimmed in place.
 func podTroubleOnly(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -82,7 +82,8 @@ func podTroubleOnly(obj any) (any, error) {
 	}
 	pod.ObjectMeta = metav1.ObjectMeta{
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		Labels: pod.Labels, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+		Labels: pod.Labels, Annotations: keepTemplateAnnotations(pod.Annotations), CreationTimestamp: pod.CreationTimestamp,
+		DeletionTimestamp: pod.DeletionTimestamp,
 	}
 	pod.Spec = corev1.PodSpec{}
 	var conditions []corev1.PodCondition
@@ -98,6 +99,20 @@ func podTroubleOnly(obj any) (any, error) {
 		InitContainerStatuses: containersTroubleOnly(pod.Status.InitContainerStatuses),
 		ContainerStatuses:     containersTroubleOnly(pod.Status.ContainerStatuses)}
 	return pod, nil
+}
+
+// keepTemplateAnnotations is of a pod's annotations its templateAnnotations (nil without any).
+func keepTemplateAnnotations(in map[string]string) map[string]string {
+	var kept map[string]string
+	for _, k := range templateAnnotations {
+		if v, ok := in[k]; ok {
+			if kept == nil {
+				kept = make(map[string]string, len(templateAnnotations))
+			}
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 // containersTroubleOnly keeps, in place, what podTroubleOnly says of each container.

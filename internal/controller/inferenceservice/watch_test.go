@@ -15,7 +15,7 @@ import (
 func fullPod(name string, phase corev1.PodPhase, conditions []corev1.PodCondition, initStatuses, statuses []corev1.ContainerStatus) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "7", CreationTimestamp: metav1.Time{Time: time.Unix(5, 0)},
-			Labels: map[string]string{LabelService: "iris.kserve", "pod-template-hash": "abc"}, Annotations: map[string]string{"a": "b"}, Finalizers: []string{"f"},
+			Labels: map[string]string{LabelService: "iris.kserve", "pod-template-hash": "abc"}, Annotations: map[string]string{"a": "b", modelURIAnnotation: "s3://m/1"}, Finalizers: []string{"f"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "kserve-container", Image: "sklearn:1",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
@@ -65,9 +65,9 @@ func TestCachedPodsKeepWhatTroubleAndTheMeshRead(t *testing.T) {
 		if got, want := stuck.Ready(p), stuck.Ready(full); got != want {
 			t.Errorf("%s: ready %v cached, %v as sent", full.Name, got, want)
 		}
-		if p.Spec.Containers != nil || p.Annotations != nil || p.ManagedFields != nil || p.Status.PodIP != "" || p.Labels[LabelService] == "" ||
-			p.Labels["pod-template-hash"] == "" || !p.CreationTimestamp.Equal(&full.CreationTimestamp) {
-			t.Errorf("%s: cached %+v, want its labels and creation and none of its spec, annotations, managedFields or addresses", full.Name, p)
+		if p.Spec.Containers != nil || len(p.Annotations) != 1 || p.Annotations[modelURIAnnotation] != "s3://m/1" || p.ManagedFields != nil || p.Status.PodIP != "" ||
+			p.Labels[LabelService] == "" || p.Labels["pod-template-hash"] == "" || !p.CreationTimestamp.Equal(&full.CreationTimestamp) {
+			t.Errorf("%s: cached %+v, want its labels, model annotation and creation and none of its spec, other annotations, managedFields or addresses", full.Name, p)
 		}
 	}
 	if podTrouble(pods[1], "storage-initializer").reason != reasonModelFetchFailed || podTrouble(pods[4], "storage-initializer").reason == "" || !stuck.Ready(pods[0]) {

@@ -408,7 +408,8 @@ func TestAFirstTemplatesPodCountsBeforeTheStatusCountsIt(t *testing.T) {
 	time.Sleep(time.Until(d.CreationTimestamp.Add(time.Second + 50*time.Millisecond))) // the pod is made in a later second
 	labels := maps.Clone(d.Spec.Template.Labels)
 	labels[appsv1.DefaultDeploymentUniqueLabelKey] = "5d9c7f"
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "first-predictor-5d9c7f-x2x", Namespace: ns, Labels: labels}, Spec: d.Spec.Template.Spec}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "first-predictor-5d9c7f-x2x", Namespace: ns, Labels: labels,
+		Annotations: d.Spec.Template.Annotations}, Spec: d.Spec.Template.Spec}
 	if err := env.Client.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
