@@ -321,8 +321,8 @@ func TestAsPodsSay(t *testing.T) {
 		{"an older template's pod not seen going", status{2, 2, 1, 1, 0}, []corev1.Pod{readyPod, startingPod}, -1, 0},
 		{"the status says more", status{1, 1, 2, 2, 2}, []corev1.Pod{readyPod, startingPod}, -1, 0},
 		{"going, ended or failed pods", status{1, 1, 0, 0, 0}, []corev1.Pod{pod(true, corev1.PodRunning, true), pod(false, corev1.PodSucceeded, false), pod(false, corev1.PodFailed, false)}, -1, 0},
-		// A Deployment whose spec never changed has had one template: pods its ReplicaSet made
-		// after it was created are that template's, counted or not.
+		// A Deployment whose spec never changed has had one template: pods of its model that its
+		// ReplicaSet made after it was created are that template's, counted or not.
 		{"its first template's pod, not observed yet", status{1, 0, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", 2*time.Second)}, 1, 1},
 		{"its first template's pod, not counted yet", status{1, 1, 0, 0, 0}, []corev1.Pod{made(readyPod, "a", time.Second)}, 1, 1},
 		{"more of its first template's pods than counted", status{1, 1, 1, 1, 0}, []corev1.Pod{made(readyPod, "a", time.Second), made(readyPod, "a", 3*time.Second)}, 2, 2},

@@ -74,7 +74,8 @@ const podsOfService = "label:" + LabelService
 // podTroubleOnly keeps of a cached pod what troubleOf, inMesh and asPodsSay read: its name,
 // labels, templateAnnotations, creation and deletion; its phase, its Ready condition's status, an
 // unschedulable PodScheduled condition, and of each container its name, a waiting reason that
-// blocks it (stuck.Blocking) and how it last ended. The pod is the informer's freshly decoded one, slimmed in place.
+// blocks it (stuck.Blocking) and how it last ended. The pod is the informer's freshly decoded
+// one, slimmed in place.
 func podTroubleOnly(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
