@@ -6,6 +6,7 @@ package testenv
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,8 +55,9 @@ const toolsEnv = "KILN_ENVTEST_TOOLS"
 
 // Env is a running control plane.
 type Env struct {
-	env            *envtest.Environment
-	bin            string
+	env *envtest.Environment
+	// dir is the control plane's folder (planeFolder).
+	dir            string
 	stopConversion func()
 	Config         *rest.Config
 	Client         client.Client
@@ -97,8 +100,13 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export KUBEBUILDER_ASSETS=$(bash hack/tools.sh envtest)")
 	}
 	ctrl.SetLogger(Logger())
-	bin, err := tiedToThisProcess(assets, "etcd", "kube-apiserver")
+	dir, err := planeFolder()
 	if err != nil {
+		return nil, err
+	}
+	bin, err := tiedToThisProcess(dir, assets, "etcd", "kube-apiserver")
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	// envtest prefers KUBEBUILDER_ASSETS over BinaryAssetsDirectory: point it at the wrappers.
@@ -118,41 +126,77 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: controlPlaneStartTimeout},
 		Scheme:            manager.Scheme(), // its convertible kinds' CRDs get serveConversion's webhook
 	}
+	// etcd's data and the apiserver's certificates go in the plane's folder, not in folders of
+	// envtest's own that only its Stop removes.
+	e.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
+	e.ControlPlane.GetAPIServer().CertDir = filepath.Join(dir, "apiserver")
+	for _, d := range []string{e.ControlPlane.Etcd.DataDir, e.ControlPlane.GetAPIServer().CertDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	for k, v := range apiserverArgs {
 		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
+	stop := func() error {
+		defer os.RemoveAll(dir)
+		return e.Stop()
+	}
 	cfg, err := e.Start()
 	if err != nil {
+		_ = stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	cfg.QPS, cfg.Burst = -1, 0
 	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
-		_ = e.Stop()
+		_ = stop()
 		return nil, err
 	}
 	stopConversion, err := serveConversion(e.WebhookInstallOptions)
 	if err != nil {
-		_ = e.Stop()
+		_ = stop()
 		return nil, err
 	}
-	return &Env{env: e, bin: bin, stopConversion: stopConversion, Config: cfg, Client: c}, nil
+	return &Env{env: e, dir: dir, stopConversion: stopConversion, Config: cfg, Client: c}, nil
 }
 
-// tiedToThisProcess makes a folder of wrappers that start each binary with a parent-death signal,
-// so the kernel kills etcd and kube-apiserver when the test process dies, even of a panic or a
-// go test timeout, which skip every deferred clean-up.
-func tiedToThisProcess(dir string, names ...string) (string, error) {
+// planePrefix begins the name of each test process's control-plane folder:
+// <TMPDIR>/kiln-envtest-<pid>-<random>.
+const planePrefix = "kiln-envtest-"
+
+// planeFolder makes this process's control-plane folder — the binaries' wrappers, etcd's data
+// (about 130 MB), the apiserver's certificates — which Stop removes. A process killed before its
+// Stop ends leaves its folder behind: go test's fuzz coordinator kills a worker a second after
+// asking it to stop (each make test left 16 such folders of envtest's, 2 GB, in the fuzz
+// targets' minutes), and a go test timeout kills the test binary. So each new one first removes
+// the folders of processes that no longer run.
+func planeFolder() (string, error) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), planePrefix+"*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), planePrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && errors.Is(syscall.Kill(n, 0), syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", planePrefix, os.Getpid()))
+}
+
+// tiedToThisProcess makes, in dir, a folder of wrappers that start each binary with a
+// parent-death signal, so the kernel kills etcd and kube-apiserver when the test process dies,
+// even of a panic or a go test timeout, which skip every deferred clean-up.
+func tiedToThisProcess(dir, tools string, names ...string) (string, error) {
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		return "", fmt.Errorf("setpriv (Debian package util-linux) is needed to tie the control plane to the test process: %w", err)
 	}
-	wrappers, err := os.MkdirTemp("", "kiln-envtest-bin-")
-	if err != nil {
+	wrappers := filepath.Join(dir, "bin")
+	if err := os.Mkdir(wrappers, 0o755); err != nil {
 		return "", err
 	}
 	for _, n := range names {
-		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, filepath.Join(dir, n))
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, filepath.Join(tools, n))
 		if err := os.WriteFile(filepath.Join(wrappers, n), []byte(script), 0o755); err != nil {
 			return "", err
 		}
@@ -303,7 +347,7 @@ func RunWithJobSet(m *testing.M, env **Env, setup func(*Env) (stop func(), err e
 
 // Stop stops the control plane.
 func (e *Env) Stop() error {
-	defer os.RemoveAll(e.bin)
+	defer os.RemoveAll(e.dir)
 	e.stopConversion()
 	return e.env.Stop()
 }
