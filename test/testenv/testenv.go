@@ -171,8 +171,15 @@ const planePrefix = "kiln-envtest-"
 // Stop ends leaves its folder behind: go test's fuzz coordinator kills a worker a second after
 // asking it to stop (each make test left 16 such folders of envtest's, 2 GB, in the fuzz
 // targets' minutes), and a go test timeout kills the test binary. So each new one first removes
-// the folders of processes that no longer run.
+// the folders of processes that no longer run (removeEndedPlanes), as does a suite at its end:
+// the fuzzing process outlives its workers.
 func planeFolder() (string, error) {
+	removeEndedPlanes()
+	return os.MkdirTemp("", fmt.Sprintf("%s%d-", planePrefix, os.Getpid()))
+}
+
+// removeEndedPlanes removes the control-plane folders of test processes that no longer run.
+func removeEndedPlanes() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), planePrefix+"*"))
 	for _, d := range dirs {
 		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), planePrefix), "-")
@@ -180,7 +187,6 @@ func planeFolder() (string, error) {
 			_ = os.RemoveAll(d)
 		}
 	}
-	return os.MkdirTemp("", fmt.Sprintf("%s%d-", planePrefix, os.Getpid()))
 }
 
 // tiedToThisProcess makes, in dir, a folder of wrappers that start each binary with a
@@ -379,6 +385,7 @@ func run(m *testing.M, env **Env, start func() (*Env, error), setup func(*Env) (
 		return 1
 	}
 	*env = e
+	defer removeEndedPlanes() // after stopPlane: a fuzzing process's workers have ended
 	stopPlane := OnInterrupt(func() {
 		if err := e.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
