@@ -139,27 +139,21 @@ func start(apiserverArgs map[string]string, crdPaths ...string) (*Env, error) {
 	for k, v := range apiserverArgs {
 		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
-	stop := func() error {
-		defer os.RemoveAll(dir)
-		return e.Stop()
-	}
-	cfg, err := e.Start()
-	if err != nil {
-		_ = stop()
+	env := &Env{env: e, dir: dir}
+	if env.Config, err = e.Start(); err != nil {
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		_ = stop()
+	env.Config.QPS, env.Config.Burst = -1, 0
+	if env.Client, err = client.New(env.Config, client.Options{Scheme: manager.Scheme()}); err != nil {
+		_ = env.Stop()
 		return nil, err
 	}
-	stopConversion, err := serveConversion(e.WebhookInstallOptions)
-	if err != nil {
-		_ = stop()
+	if env.stopConversion, err = serveConversion(e.WebhookInstallOptions); err != nil {
+		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{env: e, dir: dir, stopConversion: stopConversion, Config: cfg, Client: c}, nil
+	return env, nil
 }
 
 // planePrefix begins the name of each test process's control-plane folder:
@@ -354,7 +348,9 @@ func RunWithJobSet(m *testing.M, env **Env, setup func(*Env) (stop func(), err e
 // Stop stops the control plane.
 func (e *Env) Stop() error {
 	defer os.RemoveAll(e.dir)
-	e.stopConversion()
+	if e.stopConversion != nil { // nil until the control plane started
+		e.stopConversion()
+	}
 	return e.env.Stop()
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,7 +37,7 @@ func TestPlaneFoldersOfEndedProcessesGo(t *testing.T) {
 			t.Errorf("%s: %v, want it kept", d, err)
 		}
 	}
-	if want := fmt.Sprintf("%s%d-", planePrefix, os.Getpid()); filepath.Base(mine)[:len(want)] != want {
+	if want := fmt.Sprintf("%s%d-", planePrefix, os.Getpid()); !strings.HasPrefix(filepath.Base(mine), want) {
 		t.Errorf("this process's folder %s, want it named %s…", mine, want)
 	}
 }
