@@ -186,6 +186,13 @@ func (c *ChildEvents) add(obj any) {
 }
 
 func (c *ChildEvents) update(old, new any) {
+	if o, ok := old.(client.Object); ok && o.GetUID() != new.(client.Object).GetUID() {
+		// A relist found another object of the name (the informer keys by name): the one it
+		// had is gone. Kept, it would stay in its job's family for good, beside its successor.
+		c.delete(old)
+		c.add(new)
+		return
+	}
 	oldPod, oldJob := podOfJob(old)
 	newPod, newJob := podOfJob(new)
 	if oldPod != nil && newJob != oldJob {

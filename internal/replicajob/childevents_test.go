@@ -135,6 +135,12 @@ func TestChildEventsKeepEachJobsChildren(t *testing.T) {
 	if got, want := names("j"), []string{"pod/a-worker-0", "pod/a-worker-1", "service/a-worker-0"}; !slices.Equal(got, want) {
 		t.Errorf("after a replacement, children %v, want %v", got, want)
 	}
+	// A relist finds the replacement where the informer had the pod it replaced: an update
+	// from one to the other, which leaves the replacement only.
+	c.update(pod("a-worker-1", "p1b", "j"), pod("a-worker-1", "p1c", "j"))
+	if got := c.Of("j").Pods; len(got) != 2 || got[1].UID != "p1c" {
+		t.Errorf("after a relist found a-worker-1 replaced, pods %v, want a-worker-0 and a-worker-1 of UID p1c", podUIDs(got))
+	}
 	orphaned := running.DeepCopy()
 	orphaned.OwnerReferences = nil
 	c.update(running, orphaned)
@@ -297,4 +303,12 @@ func TestChildEventsOfOneJobWithinABatchPlanItOnce(t *testing.T) {
 	c.delete(pod("a-worker-1", corev1.PodPending))
 	clk.Step(batch)
 	waitFor(1)
+}
+
+func podUIDs(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+"/"+string(p.UID))
+	}
+	return out
 }
