@@ -67,7 +67,7 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 	retried := create(t, builder.TFJob("exit137", ns).Replicas("Worker", 1).RestartPolicy("Worker", kubeflowv1.RestartPolicyExitCode).
 		Annotate("Worker", duration, "1s").Annotate("Worker", exitCode, "137").Obj())
 	seen := map[types.UID]bool{}
-	testenv.EventuallyWithin(t, timeout, func() error {
+	testenv.EventuallyExplained(t, timeout, func() error {
 		var now []string
 		for _, p := range jobPods(t, retried) {
 			seen[p.UID] = true
@@ -77,7 +77,7 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 			return fmt.Errorf("exit137-worker-0 has had %d incarnations, want at least 3 (retried twice); now: %v", len(seen), now)
 		}
 		return nil
-	})
+	}, func() string { return jobSays(t, retried) })
 	if job, _ := get(t, retried); hasTrue(job, kubeflowv1.JobFailed) {
 		t.Errorf("a job whose worker exits 137 under ExitCode failed: %+v", job.GetJobStatus().Conditions)
 	}

@@ -137,6 +137,13 @@ func Eventually(t testing.TB, check func() error) {
 // EventuallyWithin is Eventually with its own timeout.
 func EventuallyWithin(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
+	EventuallyExplained(t, timeout, check, nil)
+}
+
+// EventuallyExplained is EventuallyWithin that, should check still fail, also says what explain
+// finds then (the state of the objects involved; read once, not at every try).
+func EventuallyExplained(t testing.TB, timeout time.Duration, check func() error, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
@@ -144,6 +151,9 @@ func EventuallyWithin(t testing.TB, timeout time.Duration, check func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
+			if explain != nil {
+				t.Fatalf("still failing after %s: %v; %s", timeout, err, explain())
+			}
 			t.Fatalf("still failing after %s: %v", timeout, err)
 		}
 		time.Sleep(Interval)
