@@ -186,7 +186,7 @@ func (c *ChildEvents) add(obj any) {
 }
 
 func (c *ChildEvents) update(old, new any) {
-	if o, ok := old.(client.Object); ok && o.GetUID() != new.(client.Object).GetUID() {
+	if replaced(old, new) {
 		// A relist found another object of the name (the informer keys by name): the one it
 		// had is gone. Kept, it would stay in its job's family for good, beside its successor.
 		c.delete(old)
@@ -217,6 +217,13 @@ func (c *ChildEvents) update(old, new any) {
 		return
 	}
 	c.enqueue(n, ref)
+}
+
+// replaced says whether an update's objects are two objects of one name (their UIDs differ).
+func replaced(old, new any) bool {
+	o, _ := old.(client.Object)
+	n, _ := new.(client.Object)
+	return o != nil && n != nil && o.GetUID() != n.GetUID()
 }
 
 func (c *ChildEvents) delete(obj any) {

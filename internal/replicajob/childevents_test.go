@@ -1,6 +1,7 @@
 package replicajob
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -249,6 +250,21 @@ func TestChildEventsKeepBatchJobsAndTheirPodsWithTheJob(t *testing.T) {
 	c.add(pyjobPod)
 	if len(c.viaJob) != 0 {
 		t.Errorf("a PyJob's pod is kept among the Jobs' pods: %v", c.viaJob)
+	}
+
+	// A relist finds the launcher's pod replaced under its name: the replacement is kept, alone,
+	// and the MPIJob planned.
+	c.add(launcher)
+	c.add(running)
+	drain()
+	replaced := running.DeepCopy()
+	replaced.UID = "p2"
+	c.update(running, replaced)
+	if pods := c.viaJob["l"]; len(pods) != 1 || pods["p2"] == nil {
+		t.Errorf("after a relist found the launcher pod replaced, the Job's pods are %v, want p2 only", slices.Collect(maps.Keys(pods)))
+	}
+	if n := drain(); n != 1 {
+		t.Errorf("the launcher pod replaced queued the MPIJob %d times, want once", n)
 	}
 }
 

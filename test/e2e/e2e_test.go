@@ -77,7 +77,7 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 			return fmt.Errorf("exit137-worker-0 has had %d incarnations, want at least 3 (retried twice); now: %v", len(seen), now)
 		}
 		return nil
-	}, func() string { return jobSays(t, retried) })
+	}, func() string { return cluster.JobSays(retried) })
 	if job, _ := get(t, retried); hasTrue(job, kubeflowv1.JobFailed) {
 		t.Errorf("a job whose worker exits 137 under ExitCode failed: %+v", job.GetJobStatus().Conditions)
 	}

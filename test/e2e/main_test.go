@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,34 +90,4 @@ func kubectl(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// jobSays is the job's status and its events, as a failing test reports them.
-func jobSays(t *testing.T, job framework.Job) string {
-	fresh, err := get(t, job)
-	if err != nil {
-		return fmt.Sprintf("the job cannot be read: %v", err)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "the job (resourceVersion %s) has conditions", fresh.GetResourceVersion())
-	for _, c := range fresh.GetJobStatus().Conditions {
-		fmt.Fprintf(&b, " [%s=%s %s %q at %s]", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.RFC3339))
-	}
-	for rtype, s := range fresh.GetJobStatus().ReplicaStatuses {
-		if s != nil {
-			fmt.Fprintf(&b, "; %s: %d active, %d succeeded, %d failed", rtype, s.Active, s.Succeeded, s.Failed)
-		}
-	}
-	var events corev1.EventList
-	if err := cluster.Client.List(context.Background(), &events, client.InNamespace(job.GetNamespace())); err == nil {
-		b.WriteString("; events:")
-		for _, e := range events.Items {
-			at := e.LastTimestamp.Time
-			if at.IsZero() {
-				at = e.EventTime.Time
-			}
-			fmt.Fprintf(&b, " [%s %s/%s %s: %q]", at.Format(time.RFC3339Nano), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
-	}
-	return b.String()
 }
