@@ -1,6 +1,9 @@
 package replicajob
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -96,18 +99,20 @@ func forgetWrite(w *pending, create string, uid types.UID) {
 }
 
 // satisfied reports whether the cache shows every write recorded for the job (with this UID and
-// resourceVersion), given what it controls.
-func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, kids Family, now time.Time) bool {
+// resourceVersion), given what it controls. Past expectationsTimeout it gives up waiting: lapsed
+// then says which writes the cache never showed (for the log: a watch that lost events, or a
+// write kiln expects wrongly).
+func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, kids Family, now time.Time) (ok bool, lapsed string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.jobs[key]
 	if j == nil || j.uid != uid || j.expected == nil {
-		return true
+		return true, ""
 	}
 	w := j.expected
 	if now.Sub(w.since) > expectationsTimeout {
 		j.expected = nil
-		return true
+		return true, w.String()
 	}
 	if w.statusBase != "" && w.statusBase != rv {
 		w.statusBase = ""
@@ -140,8 +145,26 @@ func (m *memory) satisfied(key types.NamespacedName, uid types.UID, rv string, k
 		}
 	}
 	if !w.empty() {
-		return false
+		return false, ""
 	}
 	j.expected = nil
-	return true
+	return true, ""
+}
+
+// String lists the writes still expected, in a fixed order.
+func (w *pending) String() string {
+	var out []string
+	for _, c := range slices.Sorted(maps.Keys(w.creates)) {
+		out = append(out, "create "+c)
+	}
+	for _, uid := range slices.Sorted(maps.Keys(w.deletes)) {
+		out = append(out, "delete "+string(uid))
+	}
+	for _, svc := range slices.Sorted(maps.Keys(w.restarts)) {
+		out = append(out, "restart mark on service/"+svc+" for pod "+w.restarts[svc])
+	}
+	if w.statusBase != "" {
+		out = append(out, "status written on resourceVersion "+w.statusBase)
+	}
+	return strings.Join(out, ", ")
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -165,7 +166,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			return reconcile.Result{RequeueAfter: again}, nil
 		}
 	}
-	if !r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), kids, now) {
+	ok, lapsed := r.mem.satisfied(req.NamespacedName, job.GetUID(), job.GetResourceVersion(), kids, now)
+	if lapsed != "" {
+		logf.FromContext(ctx).Error(nil, "the cache did not show the job's own writes within "+expectationsTimeout.String()+"; planning from what it shows", "pending", lapsed)
+	}
+	if !ok {
 		return reconcile.Result{RequeueAfter: expectationsRecheck}, nil
 	}
 	mem := r.mem.of(req.NamespacedName, job.GetUID())
