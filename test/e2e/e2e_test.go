@@ -77,7 +77,10 @@ func TestExitCodePolicyOnARealCluster(t *testing.T) {
 			return fmt.Errorf("exit137-worker-0 has had %d incarnations, want at least 3 (retried twice); now: %v", len(seen), now)
 		}
 		return nil
-	}, func() string { return cluster.JobSays(retried) })
+	}, func() string {
+		out, _ := newKubectlKiln(t, ns).output(t, "describe", "tfjob/exit137")
+		return "kubectl kiln describe tfjob/exit137:\n" + out
+	})
 	if job, _ := get(t, retried); hasTrue(job, kubeflowv1.JobFailed) {
 		t.Errorf("a job whose worker exits 137 under ExitCode failed: %+v", job.GetJobStatus().Conditions)
 	}

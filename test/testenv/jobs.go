@@ -3,9 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -84,41 +81,4 @@ func (e *Env) AwaitEvent(t testing.TB, ns, involved, eventType, reason string) {
 		}
 		return fmt.Errorf("no %s event about %s among %d", reason, involved, len(events.Items))
 	})
-}
-
-// JobSays is what a job says of itself, for a failing test to report: its conditions, replica
-// counts and events (those about it and its pods and services, named after it).
-func (e *Env) JobSays(job framework.Job) string {
-	fresh := job.DeepCopyObject().(framework.Job)
-	if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(job), fresh); err != nil {
-		return fmt.Sprintf("%s cannot be read: %v", job.GetName(), err)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (resourceVersion %s) has conditions", job.GetName(), fresh.GetResourceVersion())
-	st := fresh.GetJobStatus()
-	for _, c := range st.Conditions {
-		fmt.Fprintf(&b, " [%s=%s %s %q at %s]", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.RFC3339))
-	}
-	for _, rtype := range slices.Sorted(maps.Keys(st.ReplicaStatuses)) {
-		if s := st.ReplicaStatuses[rtype]; s != nil {
-			fmt.Fprintf(&b, "; %s: %d active, %d succeeded, %d failed", rtype, s.Active, s.Succeeded, s.Failed)
-		}
-	}
-	var events corev1.EventList
-	if err := e.Client.List(context.Background(), &events, client.InNamespace(job.GetNamespace())); err != nil {
-		fmt.Fprintf(&b, "; events cannot be listed: %v", err)
-		return b.String()
-	}
-	b.WriteString("; events:")
-	for _, ev := range events.Items {
-		if name := ev.InvolvedObject.Name; name != job.GetName() && !strings.HasPrefix(name, job.GetName()+"-") {
-			continue
-		}
-		at := ev.LastTimestamp.Time
-		if at.IsZero() {
-			at = ev.EventTime.Time
-		}
-		fmt.Fprintf(&b, " [%s %s/%s %s: %q]", at.Format(time.RFC3339Nano), ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
-	}
-	return b.String()
 }

@@ -151,10 +151,11 @@ func EventuallyExplained(t testing.TB, timeout time.Duration, check func() error
 			return
 		}
 		if time.Now().After(deadline) {
-			if explain != nil {
-				t.Fatalf("still failing after %s: %v; %s", timeout, err, explain())
+			if explain == nil {
+				t.Fatalf("still failing after %s: %v", timeout, err)
 			}
-			t.Fatalf("still failing after %s: %v", timeout, err)
+			t.Errorf("still failing after %s: %v", timeout, err) // said before explain runs, which may fail too
+			t.Fatal(explain())
 		}
 		time.Sleep(Interval)
 	}
