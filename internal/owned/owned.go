@@ -8,6 +8,7 @@ package owned
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,6 +52,12 @@ type Kit struct {
 	// Applied, when set, remembers what ApplyAll applied, which it does not send again while
 	// nobody changed the object since (see Applied); nil: every apply is sent.
 	Applied *Applied
+	// WholeAnswers has the apiserver answer each apply with the whole object, which obj receives:
+	// for a controller that reads what others set of it (the status, defaults, the replicas an
+	// autoscaler keeps). Without it the answer is the object's metadata alone, in protobuf, and
+	// obj receives its identity and version: decoding whole answers (a JobSet's pod templates and
+	// managedFields) was a twentieth of kiln's CPU with TrainJobs (docs/performance.md).
+	WholeAnswers bool
 }
 
 // Wire creates and deletes objects without reading the apiserver's answers.
@@ -90,7 +98,9 @@ func AsConflict(err error) *Conflict {
 // Apply server-side applies obj (built with parent's controller reference) when parent controls
 // the object of that name or there is none; otherwise it returns a *Conflict and writes nothing.
 // An existing object is applied with its UID, so the apply fails rather than take over an object
-// that replaced it meanwhile. obj receives the apiserver's answer.
+// that replaced it meanwhile. obj receives the apiserver's answer: the whole object with
+// WholeAnswers, else its UID, resourceVersion, generation and creation time, the rest of it
+// staying as applied.
 func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 	return k.ApplyAll(ctx, parent, []client.Object{obj}, nil)
 }
@@ -129,13 +139,41 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			continue
 		}
 		ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
-		err := k.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(k.FieldOwner), client.ForceOwnership) //nolint:staticcheck // typed and unstructured apply alike
+		err := k.apply(ctx, obj)
 		end(err)
 		if err != nil {
 			return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 		}
 		k.Applied.record(obj, sum)
 	}
+	return nil
+}
+
+// apply sends obj's server-side apply; obj receives the answer (see Apply).
+func (k Kit) apply(ctx context.Context, obj client.Object) error {
+	opts := []client.PatchOption{client.FieldOwner(k.FieldOwner), client.ForceOwnership}
+	if k.WholeAnswers {
+		return k.Client.Patch(ctx, obj, client.Apply, opts...) //nolint:staticcheck // typed and unstructured apply alike
+	}
+	gvk, err := k.Client.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(obj) // as client.Apply sends it
+	if err != nil {
+		return err
+	}
+	// The client sends a PartialObjectMetadata's writes through its metadata client, which asks
+	// for the answer as metadata.
+	answer := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	answer.SetGroupVersionKind(gvk)
+	if err := k.Client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
+		return err
+	}
+	obj.SetUID(answer.UID)
+	obj.SetResourceVersion(answer.ResourceVersion)
+	obj.SetGeneration(answer.Generation)
+	obj.SetCreationTimestamp(answer.CreationTimestamp)
 	return nil
 }
 

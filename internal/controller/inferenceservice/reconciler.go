@@ -124,7 +124,8 @@ type Reconciler struct {
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, opts Options) *Reconciler {
 	r := &Reconciler{client: c, tell: transition.Teller{Recorder: rec, Now: clk.Now}, clock: clk, opts: opts.withDefaults()}
 	r.api = kilnAPI{client: c, fetchImage: r.opts.FetchImage}
-	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf, Applied: owned.NewApplied()}
+	r.kit = owned.Kit{Client: c, Reader: reader, FieldOwner: FieldManager, ParentKind: "InferenceService", Cached: r.cacheOf, Applied: owned.NewApplied(),
+		WholeAnswers: true} // applyAll returns the Deployments as answered: their status, the replicas an autoscaler keeps
 	return r
 }
 

@@ -1,15 +1,19 @@
 // Package wire runs kiln's own ways of talking to the apiserver against kube-apiserver: the
-// trimmed watches (watchtrim, protobuf and JSON), the writes whose answers are not read (statuspatch.Send) and the
-// status writes (statuspatch.Writer).
+// trimmed watches (watchtrim, protobuf and JSON), the writes whose answers are not read (statuspatch.Send), the
+// status writes (statuspatch.Writer) and the applies answered with metadata (owned.Kit).
 package wire
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,9 +27,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	"github.com/kiln-ml/kiln/internal/owned"
 	"github.com/kiln-ml/kiln/internal/statuspatch"
 	"github.com/kiln-ml/kiln/internal/watchtrim"
 	"github.com/kiln-ml/kiln/test/builder"
@@ -248,3 +254,97 @@ func TestStatusWritesSetTheStatusOnlyOnTheVersionRead(t *testing.T) {
 		t.Errorf("the status write changed the spec (-created +stored):\n%s", d)
 	}
 }
+
+// An apply of owned.Kit comes back as the object's metadata alone, unless the kit asks for whole
+// answers: the applied object receives its identity and version, and keeps what was applied
+// (none of the defaults the apiserver adds); an error comes back as the apiserver's.
+func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	ns := env.Namespace(t)
+	var mu sync.Mutex
+	var asked []string // what each apply asked to be answered with (Accept)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch {
+				mu.Lock()
+				asked = append(asked, req.Header.Get("Accept"))
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme(), Mapper: env.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent", Namespace: ns}}
+	if err := c.Create(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	deployment := func(name, image string) *appsv1.Deployment {
+		labels := map[string]string{"app": name}
+		d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}}}}}
+		if err := controllerutil.SetControllerReference(parent, d, c.Scheme()); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	kit := owned.Kit{Client: c, FieldOwner: "kiln-test", ParentKind: "ConfigMap"}
+	lastAsked := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked[len(asked)-1]
+	}
+
+	d := deployment("metadata", "i:1")
+	if err := kit.Apply(ctx, parent, d); err != nil {
+		t.Fatal(err)
+	}
+	if a := lastAsked(); !strings.HasPrefix(a, runtime.ContentTypeProtobuf+";as=PartialObjectMetadata") {
+		t.Errorf("the apply asked for an answer of %q, want the object's metadata in protobuf", a)
+	}
+	stored := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), stored); err != nil {
+		t.Fatal(err)
+	}
+	if d.UID != stored.UID || d.ResourceVersion != stored.ResourceVersion || d.Generation != 1 || !d.CreationTimestamp.Equal(&stored.CreationTimestamp) {
+		t.Errorf("the applied object has UID %q, resourceVersion %q, generation %d, created %v; want the stored %q, %q, 1, %v",
+			d.UID, d.ResourceVersion, d.Generation, d.CreationTimestamp, stored.UID, stored.ResourceVersion, stored.CreationTimestamp)
+	}
+	if d.Spec.RevisionHistoryLimit != nil || stored.Spec.RevisionHistoryLimit == nil {
+		t.Errorf("revisionHistoryLimit applied %v, stored %v: want the applied object as applied, the default only stored", d.Spec.RevisionHistoryLimit, stored.Spec.RevisionHistoryLimit)
+	}
+	changed := deployment("metadata", "i:2")
+	if err := kit.Apply(ctx, parent, changed); err != nil {
+		t.Fatal(err)
+	}
+	if changed.UID != d.UID || changed.Generation != 2 {
+		t.Errorf("applied again with a new image: UID %q, generation %d; want %q, 2", changed.UID, changed.Generation, d.UID)
+	}
+
+	whole := kit
+	whole.WholeAnswers = true
+	w := deployment("whole", "i:1")
+	if err := whole.Apply(ctx, parent, w); err != nil {
+		t.Fatal(err)
+	}
+	if a := lastAsked(); strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
+		t.Errorf("with whole answers: asked for %q, got revisionHistoryLimit %v, UID %q; want the whole object", a, w.Spec.RevisionHistoryLimit, w.UID)
+	}
+
+	invalid := deployment("invalid", "i:1")
+	invalid.Spec.Template.Labels = map[string]string{"app": "another"} // its selector selects none of its pods
+	if err := kit.Apply(ctx, parent, invalid); !apierrors.IsInvalid(err) {
+		t.Errorf("applying a Deployment whose selector misses its pods: got %v, want the apiserver's Invalid", err)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
