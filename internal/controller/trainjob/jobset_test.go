@@ -1,13 +1,16 @@
 package trainjob
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -163,6 +166,71 @@ func TestBuildingLeavesTheRuntimeAsItIs(t *testing.T) {
 		ReservedEnv(rt)
 		if diff := cmp.Diff(before, rt); diff != "" {
 			t.Errorf("%+v: building changed the runtime (-before +after):\n%s", policy, diff)
+		}
+	}
+}
+
+// A patch merges into each replicated job as a strategic merge patch of the whole JobSet spec
+// does (what kiln did until it merged part by part): metadata alone, metadata beyond labels and
+// annotations, pod specs with lists merged by name and lists replaced, on a runtime of two
+// replicated jobs, one of them untouched.
+func TestPatchesMergeAsAWholeSpecMergeWould(t *testing.T) {
+	rt := runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil)
+	node := &rt.Template.Spec.ReplicatedJobs[0]
+	node.Template.Annotations = map[string]string{"runtime": "job"}
+	pod := podTemplate(node)
+	pod.Labels = map[string]string{"runtime": "pod", "kept": "yes"}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "runtime"}, {Name: "B", Value: "runtime"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), FSGroup: ptr.To[int64](2000)}
+	initializer := jobsetv1alpha2.ReplicatedJob{Name: "dataset-initializer"}
+	initializer.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "dataset-initializer", Image: "init:1"}}
+	rt.Template.Spec.ReplicatedJobs = append([]jobsetv1alpha2.ReplicatedJob{initializer}, *node)
+
+	for name, rp := range map[string]trainerv1alpha1.ReplicatedJobPatch{
+		"labels and annotations": {Name: "node", Template: &trainerv1alpha1.JobTemplatePatch{
+			Metadata: &metav1.ObjectMeta{Labels: map[string]string{"queue": "a"}, Annotations: map[string]string{"runtime": "patched"}},
+			Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{
+				Metadata: &metav1.ObjectMeta{Labels: map[string]string{"runtime": "patched"}, Annotations: map[string]string{"new": ""}}}}}},
+		"metadata beyond labels": {Name: "node", Template: &trainerv1alpha1.JobTemplatePatch{
+			Metadata: &metav1.ObjectMeta{Finalizers: []string{"a.io/keep"}, Labels: map[string]string{"queue": "a"}}}},
+		"a pod spec": {Name: "node", Template: &trainerv1alpha1.JobTemplatePatch{Spec: &trainerv1alpha1.JobSpecPatch{Template: &trainerv1alpha1.PodTemplatePatch{
+			Spec: &trainerv1alpha1.PodSpecPatch{
+				ServiceAccountName: ptr.To("trainer"),
+				Volumes:            []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				Containers: []trainerv1alpha1.ContainerPatch{{Name: "node", Env: []corev1.EnvVar{{Name: "B", Value: "patched"}, {Name: "C", Value: "patched"}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
+				SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)},
+				NodeSelector:    map[string]string{"pool": "gpu"},
+				Tolerations:     []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
+			}}}}},
+		"nothing": {Name: "dataset-initializer"},
+	} {
+		patch := trainerv1alpha1.RuntimePatch{Manager: "a.io/one", TrainingRuntimeSpec: &trainerv1alpha1.TrainingRuntimeSpecPatch{Template: &trainerv1alpha1.JobSetTemplatePatch{
+			Spec: &trainerv1alpha1.JobSetSpecPatch{ReplicatedJobs: []trainerv1alpha1.ReplicatedJobPatch{rp}}}}}
+		got := rt.Template.Spec.DeepCopy()
+		var labels, annotations map[string]string
+		if p := applyPatch(got, patch, "spec.runtimePatches[0]", &labels, &annotations); p.Reason != "" {
+			t.Fatalf("%s: %s", name, p.Message)
+		}
+		src, err := json.Marshal(rt.Template.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := json.Marshal(patch.TrainingRuntimeSpec.Template.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged, err := strategicpatch.StrategicMergePatch(src, pb, jobsetv1alpha2.JobSetSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want jobsetv1alpha2.JobSetSpec
+		if err := json.Unmarshal(merged, &want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, *got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: the merge differs from the whole spec's (-whole +kiln's):\n%s", name, diff)
 		}
 	}
 }
