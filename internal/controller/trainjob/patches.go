@@ -55,7 +55,8 @@ func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePa
 // patch of the whole JobSet spec would (replicated jobs merge by name), one part at a time: the
 // Job's and the pod's metadata, then the pod's spec. Only a pod spec is encoded and merged;
 // labels and annotations are laid over the runtime's. Merging the whole spec's JSON was 4 % of
-// kiln's CPU in a burst of TrainJobs whose patches set one pod annotation (docs/performance.md).
+// the CPU samples of a burst of TrainJobs whose patches set one pod annotation, 38 µs a JobSet
+// against 4.8 µs now (docs/performance.md).
 func mergeReplicatedJob(rj *jobsetv1alpha2.ReplicatedJob, rp trainerv1alpha1.ReplicatedJobPatch) error {
 	if rp.Template == nil {
 		return nil
