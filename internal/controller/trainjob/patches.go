@@ -42,10 +42,8 @@ func applyPatch(spec *jobsetv1alpha2.JobSetSpec, patch trainerv1alpha1.RuntimePa
 		if p := containersExist(&spec.ReplicatedJobs[j], rp, at); p.Reason != "" {
 			return p
 		}
-	}
-	for i, rp := range t.Template.Spec.ReplicatedJobs {
-		if err := mergeReplicatedJob(&spec.ReplicatedJobs[slices.Index(order, rp.Name)], rp); err != nil {
-			return Problem{ReasonInvalid, fmt.Sprintf("%s.trainingRuntimeSpec.template.spec.replicatedJobs[%d] does not apply to the runtime's JobSet: %v", path, i, err), path}
+		if err := mergeReplicatedJob(&spec.ReplicatedJobs[j], rp); err != nil {
+			return Problem{ReasonInvalid, fmt.Sprintf("%s does not apply to the runtime's JobSet: %v", at, err), at}
 		}
 	}
 	return Problem{}
