@@ -155,6 +155,45 @@ func TestWhatIsNotAJSONWatchEventPassesUnchanged(t *testing.T) {
 	}
 }
 
+// A stream holds a read buffer of a few KiB, however long it stays open: one grows for a line
+// longer than that, and a buffer grown past a MiB goes once its line is out.
+func TestAStreamHoldsASmallBufferUnlessALineNeedsMore(t *testing.T) {
+	const few = 8 << 10 // what a stream of small events may hold
+	small := `{"type":"ADDED","object":{"metadata":{"name":"a","namespace":"team-a"},"spec":{"replicatedJobs":[{"name":"node"}]}}}` + "\n"
+	long := `{"type":"MODIFIED","object":{"metadata":{"name":"b","annotations":{"x":"` + strings.Repeat("y", 2<<20) + `"}}}}` + "\n"
+	r := &jsonReader{tree: eventCuts(nil), body: io.NopCloser(io.MultiReader(
+		strings.NewReader(strings.Repeat(small, 20)), strings.NewReader(long), strings.NewReader(small)))}
+	var out bytes.Buffer
+	p := make([]byte, 512) // as client-go's decoder reads
+	held, most := 0, 0
+	for {
+		n, err := r.Read(p)
+		out.Write(p[:n])
+		if out.Len() <= 20*len(small) {
+			held = max(held, cap(r.in))
+		}
+		most = max(most, cap(r.in))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := strings.Repeat(small, 20) + long + small; out.String() != want {
+		t.Fatalf("the stream came out changed: %d bytes, want %d", out.Len(), len(want))
+	}
+	if held > few {
+		t.Errorf("reading events of %d bytes held a buffer of %d bytes, want at most %d", len(small), held, few)
+	}
+	if most < len(long) {
+		t.Errorf("the buffer grew to %d bytes for a line of %d", most, len(long))
+	}
+	if cap(r.in) > few {
+		t.Errorf("after the long line the stream still holds %d bytes, want at most %d", cap(r.in), few)
+	}
+}
+
 // For any JSON object, the trimmed object is the object without the members cut, as
 // encoding/json reads both; what is not JSON is not JSON once trimmed either.
 func FuzzTrimmedJSONIsTheObjectWithoutTheCuts(f *testing.F) {
