@@ -459,4 +459,24 @@ func TestTrainJobGetsItsGangFromPodGroupPolicy(t *testing.T) {
 		}
 		return nil
 	})
+	// The run completes (as JobSet's controller would say): the reconcile that writes Complete
+	// deletes the group, as nothing else wakes a finished TrainJob.
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&js.Status.Conditions, metav1.Condition{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"})
+		return env.Client.Status().Update(context.Background(), js)
+	})
+	testenv.Eventually(t, func() error {
+		switch pg, err := unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "gangjob-trainjob"); {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case pg.GetDeletionTimestamp() != nil:
+			return nil
+		}
+		return fmt.Errorf("the PodGroup of the completed TrainJob is still there")
+	})
 }
