@@ -459,8 +459,8 @@ func TestTrainJobGetsItsGangFromPodGroupPolicy(t *testing.T) {
 		}
 		return nil
 	})
-	// The run completes (as JobSet's controller would say): the reconcile that writes Complete
-	// deletes the group, as nothing else wakes a finished TrainJob.
+	// The run completes (as JobSet's controller would say): once the TrainJob is Complete, its
+	// group goes.
 	testenv.Eventually(t, func() error {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
 			return err
