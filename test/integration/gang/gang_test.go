@@ -79,21 +79,26 @@ func podGroup(t *testing.T, ns, name string) (*schedulingv1beta1.PodGroup, error
 	return &pg, err
 }
 
-// gone says whether a PodGroup is deleted: not found, or deleting (the apiserver protects a
-// PodGroup with a finalizer that kube-controller-manager, absent here, removes once its pods are
-// gone).
+// gone says whether the native PodGroup ns/name is deleted (goneGroup).
 func gone(t *testing.T, ns, name string) error {
 	t.Helper()
-	pg, err := podGroup(t, ns, name)
-	switch {
+	return goneGroup(t, &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+}
+
+// goneGroup says whether the group of group's name (of any scheduler's kind) is deleted: not
+// found, or deleting (the apiserver protects a native PodGroup with a finalizer that
+// kube-controller-manager, absent here, removes once its pods are gone).
+func goneGroup(t *testing.T, group client.Object) error {
+	t.Helper()
+	switch err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(group), group); {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return err
-	case pg.DeletionTimestamp != nil:
+	case group.GetDeletionTimestamp() != nil:
 		return nil
 	}
-	return fmt.Errorf("PodGroup %s is there (finalizers %v)", name, pg.Finalizers)
+	return fmt.Errorf("group %s is there (finalizers %v)", group.GetName(), group.GetFinalizers())
 }
 
 func created(t *testing.T, job framework.Job) kubeflowv1.JobCondition {
@@ -468,15 +473,5 @@ func TestTrainJobGetsItsGangFromPodGroupPolicy(t *testing.T) {
 		meta.SetStatusCondition(&js.Status.Conditions, metav1.Condition{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"})
 		return env.Client.Status().Update(context.Background(), js)
 	})
-	testenv.Eventually(t, func() error {
-		switch pg, err := unstructuredGroup(t, "scheduling.x-k8s.io/v1alpha1", ns, "gangjob-trainjob"); {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		case pg.GetDeletionTimestamp() != nil:
-			return nil
-		}
-		return fmt.Errorf("the PodGroup of the completed TrainJob is still there")
-	})
+	testenv.Eventually(t, func() error { return goneGroup(t, pg) })
 }
