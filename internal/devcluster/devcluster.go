@@ -145,22 +145,33 @@ func (c *Cluster) addStorage(ctx context.Context) error {
 // picks each cluster's ports by counting down from 32767 to the first one free, so two creating at
 // once take the same, and the second cluster's apiserver or etcd cannot listen. Ports belong to
 // the machine, so the lock does too: two runs with different work folders (a `make test` beside
-// `make run`, or beside another clone's tests) wait for each other.
+// `make run`, or beside another clone's tests) wait for each other. A component restarting holds
+// it too (RestartComponent): its ports are free while it is down.
 func createLock() string { return filepath.Join(os.TempDir(), "kiln-kwokctl-create.lock") }
+
+// lockCreates waits for createLock and holds it until unlock is called.
+func lockCreates() (unlock func(), err error) {
+	lock, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644) // flock needs no write right: every user may wait on it
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	return func() { lock.Close() }, nil // closing releases the lock
+}
 
 // create runs kwokctl create, one at a time on this machine (createLock).
 func (c *Cluster) create(ctx context.Context) error {
 	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
 		return err
 	}
-	lock, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644) // flock needs no write right: every user may wait on it
+	unlock, err := lockCreates()
 	if err != nil {
 		return err
 	}
-	defer lock.Close() // closing releases the lock
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", lock.Name(), err)
-	}
+	defer unlock()
 	return c.kwokctl(ctx, c.createArgs()...)
 }
 

@@ -1,0 +1,164 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// listenEnv makes the test binary a component to restart (TestComponentProcess): it listens on the
+// port it names, listenDelay after it starts, until it is stopped.
+const (
+	listenEnv   = "KILN_TEST_COMPONENT_LISTEN"
+	listenDelay = 500 * time.Millisecond
+)
+
+// TestComponentProcess is not a test: it is the process TestRestartHoldsCreatesOffUntilThePortsAreBack
+// starts and restarts.
+func TestComponentProcess(t *testing.T) {
+	addr := os.Getenv(listenEnv)
+	if addr == "" {
+		t.Skip("the process a restart test starts")
+	}
+	time.Sleep(listenDelay)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	select {} // until stopped
+}
+
+// A restarted component's ports are free while it is down: no kwokctl create may run (it would
+// take them) until it listens on all of them again.
+func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // this test's own createLock
+	addr := freeLocalAddr(t)
+	c := &Cluster{Name: "restart", opts: Options{WorkDir: t.TempDir()}}
+	pids := filepath.Join(c.opts.WorkDir, "clusters", c.Name, "pids")
+	for _, d := range []string{pids, filepath.Join(c.opts.WorkDir, "clusters", c.Name, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := exec.Command(os.Args[0], "-test.run=^TestComponentProcess$")
+	first.Env = append(os.Environ(), listenEnv+"="+addr)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = first.Wait() }()
+	t.Cleanup(func() { _ = first.Process.Kill() })
+	writePID(t, filepath.Join(pids, "component.pid"), first.Process.Pid)
+	port := portOf(t, addr)
+	waitFor(t, func() bool { p, err := listeningPorts(first.Process.Pid); return err == nil && p.Has(port) })
+
+	// While it restarts, a create waits: the lock is taken.
+	held := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond) // it is down by then
+		held <- tryLock()
+	}()
+	if err := c.RestartComponent(context.Background(), "component", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.ComponentPID("component")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(again, syscall.SIGKILL) })
+	if again == first.Process.Pid {
+		t.Fatal("the pid file names the stopped process")
+	}
+	if err := <-held; !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("a create could lock while the component was down (got %v)", err)
+	}
+	// Returned: it listens on its port again, and creates may run.
+	if p, err := listeningPorts(again); err != nil || !p.Has(port) {
+		t.Fatalf("RestartComponent returned before the component listened on %d again: %v %v", port, p, err)
+	}
+	if err := tryLock(); err != nil {
+		t.Fatalf("the lock is still held after the restart: %v", err)
+	}
+}
+
+// A process's listening ports are its listening sockets', not its connections'.
+func TestListeningPortsAreTheListenersOfTheProcess(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	ports, err := listeningPorts(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening, dialed, gone := l.Addr().(*net.TCPAddr).Port, conn.LocalAddr().(*net.TCPAddr).Port, closed.Addr().(*net.TCPAddr).Port
+	if !ports.Has(listening) || ports.Has(dialed) || ports.Has(gone) {
+		t.Fatalf("listening ports %v: want %d, not the connection's %d nor the closed listener's %d", ports.UnsortedList(), listening, dialed, gone)
+	}
+}
+
+// tryLock takes createLock without waiting, and lets it go.
+func tryLock() error {
+	f, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+}
+
+func freeLocalAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func writePID(t *testing.T, file string, pid int) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}
