@@ -111,8 +111,9 @@ func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 // NeedLeaderElection is false: every replica serves webhooks, so every replica keeps its certificate.
 func (r *Rotator) NeedLeaderElection() bool { return false }
 
-// retryInterval is how soon a failed first check is retried (until it succeeds the webhook
-// server has no certificate and /readyz fails), and a CRD that did not take the bundle.
+// retryInterval is how soon a failed check is retried (until the first succeeds the webhook
+// server has no certificate and /readyz fails; a later one may be a heal under way, which
+// nothing else would bring back before CheckInterval), and a CRD that did not take the bundle.
 const retryInterval = 5 * time.Second
 
 // Start checks at once, then whenever a watched object changes and every CheckInterval, until
@@ -134,10 +135,8 @@ func (r *Rotator) Start(ctx context.Context) error {
 	for {
 		wait := r.opts.CheckInterval
 		if err := r.Ensure(ctx); err != nil {
-			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying")
-			if r.current.Load() == nil {
-				wait = retryInterval
-			}
+			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying", "in", retryInterval.String())
+			wait = retryInterval
 		}
 		if r.switchIn > 0 {
 			wait = min(wait, r.switchIn)

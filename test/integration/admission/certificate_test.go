@@ -21,10 +21,12 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/devcluster"
+	"github.com/kiln-ml/kiln/internal/servingcert"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -36,7 +38,7 @@ func TestCertificateIsRecreatedAndReinjected(t *testing.T) {
 	ready(t)
 	ctx := context.Background()
 	key, old := deleteCertificate(t)
-	testenv.EventuallyWithin(t, 30*time.Second, func() error {
+	testenv.EventuallyWithin(t, 10*time.Second, func() error {
 		s := &corev1.Secret{}
 		if err := env.Client.Get(ctx, key, s); err != nil {
 			return err
@@ -193,7 +195,7 @@ func TestAdmissionNeverFailsAcrossAHealing(t *testing.T) {
 	}, func() (*x509.Certificate, error) { return servedLeaf(addr) }, func() ([]byte, error) { return injectedBundle(ctx) })
 	time.Sleep(time.Second)
 	key, old := deleteCertificate(t)
-	testenv.EventuallyWithin(t, 30*time.Second, func() error {
+	testenv.EventuallyWithin(t, 10*time.Second, func() error {
 		s := &corev1.Secret{}
 		if err := env.Client.Get(ctx, key, s); err != nil {
 			return err
@@ -272,4 +274,74 @@ func servedLeaf(addr string) (*x509.Certificate, error) {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+// TestAFailedCheckIsRetriedWithinSeconds: a replica whose check fails while it heals (its read
+// of the Secret refused once, as a loaded apiserver may) checks again within seconds, not at its
+// next periodic check 10 minutes on: nothing else would wake it, as nobody else makes the Secret
+// anew here. It makes the Secret and serves its certificate.
+func TestAFailedCheckIsRetriedWithinSeconds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ns := env.Namespace(t)
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := &refusedSecretReads{Reader: env.Client}
+	key := client.ObjectKey{Namespace: ns, Name: "healing-cert"}
+	rot := servingcert.New(reads, env.Client, servingcert.Options{Namespace: ns, SecretName: key.Name,
+		DNSNames: []string{"healing.example"}, CheckInterval: 10 * time.Minute, Watcher: watcher, Log: testenv.Logger()})
+	stopped := make(chan error, 1)
+	go func() { stopped <- rot.Start(ctx) }()
+	defer func() { cancel(); <-stopped }()
+	serving := func() ([]byte, error) {
+		c, err := rot.GetCertificate(nil)
+		if err != nil {
+			return nil, err
+		}
+		return c.Certificate[0], nil
+	}
+	var first []byte
+	testenv.EventuallyWithin(t, 30*time.Second, func() (err error) { first, err = serving(); return err })
+
+	reads.refuse.Store(1)
+	old := &corev1.Secret{}
+	if err := env.Client.Get(ctx, key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testenv.EventuallyWithin(t, 20*time.Second, func() error {
+		leaf, err := serving()
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(leaf, first) {
+			return fmt.Errorf("still serving the certificate of the deleted Secret")
+		}
+		return nil
+	})
+	if reads.refuse.Load() != 0 {
+		t.Fatal("no read of the Secret was refused: the test tests nothing")
+	}
+	t.Logf("serving a certificate of the new Secret %s after the old one was deleted", time.Since(start).Round(100*time.Millisecond))
+}
+
+// refusedSecretReads refuses the next refuse reads that find no Secret (those of a heal), as an
+// apiserver that cannot answer in time does.
+type refusedSecretReads struct {
+	client.Reader
+	refuse atomic.Int32
+}
+
+func (r *refusedSecretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if _, secret := obj.(*corev1.Secret); secret && apierrors.IsNotFound(err) {
+		if n := r.refuse.Load(); n > 0 && r.refuse.CompareAndSwap(n, n-1) {
+			return apierrors.NewServerTimeout(corev1.Resource("secrets"), "get", 1)
+		}
+	}
+	return err
 }
