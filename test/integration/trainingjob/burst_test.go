@@ -40,9 +40,41 @@ func TestJobsSubmittedInABurstGetTheirPodsOnceItIsIn(t *testing.T) {
 
 // While a burst goes on, the jobs that arrived in it have neither pods nor Created: kiln writes
 // nothing for them (each write slowed the submitter); once it is in, every job has both.
+// A burst ends once no job arrived within a Window. On a loaded machine kiln or the apiserver can
+// stall that long, and kiln rightly lets the jobs it held go (kiln_burst_hold_seconds counts
+// them): such a try says nothing, and the test submits another burst, three at most.
 func TestNothingIsWrittenForAJobWhileItsBurstGoesOn(t *testing.T) {
+	var made []framework.Job
+	for try := 1; ; try++ {
+		jobs, wrote, ended := burstWhileChecking(t)
+		made = append(made, jobs...)
+		if len(wrote) == 0 {
+			break
+		}
+		if !ended || try == 3 {
+			for _, w := range wrote {
+				t.Error(w)
+			}
+			if ended {
+				t.Error("in each of three tries kiln saw a burst end before the check (kiln_burst_hold_seconds)")
+			}
+			break
+		}
+		t.Logf("try %d: kiln saw the burst end before the check, so its %d writes found say nothing; trying again", try, len(wrote))
+	}
+	for _, j := range made {
+		waitPods(t, j, 1)
+		waitCondition(t, j, kubeflowv1.JobCreated)
+	}
+}
+
+// burstWhileChecking submits jobs into a new namespace in a burst and, a second and a half into
+// it, says what kiln wrote for the jobs that arrived once it was one (pods, conditions), and
+// whether kiln let held jobs go meanwhile (ended: it saw a burst end). jobs are all it created.
+func burstWhileChecking(t *testing.T) (jobs []framework.Job, wrote []string, ended bool) {
 	ns := env.Namespace(t)
 	waitPods(t, create(t, builder.TFJob("before", ns).Replicas("Worker", 1).Obj()), 1)
+	held := heldJobs(t)
 	// Eight submitters, each a create every 50 ms: above burst.Rate a second even when each create
 	// takes half a second.
 	ctx, stop := context.WithCancel(context.Background())
@@ -66,7 +98,7 @@ func TestNothingIsWrittenForAJobWhileItsBurstGoesOn(t *testing.T) {
 			}
 		})
 	}
-	defer func() { stop(); wg.Wait() }()
+	defer func() { stop(); wg.Wait(); jobs = made }()
 	// A second and a half into the burst, the jobs that arrived once it was one (all but the
 	// first Rate-1; twice that, to be sure), most of them seen by kiln long since, have nothing.
 	time.Sleep(1500 * time.Millisecond)
@@ -76,28 +108,33 @@ func TestNothingIsWrittenForAJobWhileItsBurstGoesOn(t *testing.T) {
 	if len(arrived) < burst.Rate {
 		t.Fatalf("only %d jobs created in 1.5 s: not a burst", len(arrived)+2*burst.Rate)
 	}
+	// Read at once (two lists), while the burst goes on.
+	var all kubeflowv1.TFJobList
+	if err := env.Client.List(context.Background(), &all, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.HasLabels{kubeflowv1.LabelJobName}); err != nil {
+		t.Fatal(err)
+	}
+	conditions := map[string][]kubeflowv1.JobCondition{}
+	for _, j := range all.Items {
+		conditions[j.Name] = j.Status.Conditions
+	}
+	podsOf := map[string]int{}
+	for _, p := range pods.Items {
+		podsOf[p.Labels[kubeflowv1.LabelJobName]]++
+	}
 	for _, j := range arrived {
-		got := j.DeepCopyObject().(framework.Job)
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), got); err != nil {
-			t.Fatal(err)
+		if c := conditions[j.GetName()]; len(c) > 0 {
+			wrote = append(wrote, fmt.Sprintf("job %s has conditions %v while the burst it arrived in goes on", j.GetName(), c))
 		}
-		if len(got.GetJobStatus().Conditions) > 0 {
-			t.Errorf("job %s has conditions %v while the burst it arrived in goes on", j.GetName(), got.GetJobStatus().Conditions)
-		}
-		var pods corev1.PodList
-		if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{kubeflowv1.LabelJobName: j.GetName()}); err != nil {
-			t.Fatal(err)
-		}
-		if len(pods.Items) > 0 {
-			t.Errorf("job %s has %d pods while the burst it arrived in goes on", j.GetName(), len(pods.Items))
+		if n := podsOf[j.GetName()]; n > 0 {
+			wrote = append(wrote, fmt.Sprintf("job %s has %d pods while the burst it arrived in goes on", j.GetName(), n))
 		}
 	}
-	stop()
-	wg.Wait()
-	for _, j := range made {
-		waitPods(t, j, 1)
-		waitCondition(t, j, kubeflowv1.JobCreated)
-	}
+	// Read after the jobs: a burst that ended while they were read let some go too.
+	return nil, wrote, heldJobs(t) != held
 }
 
 // The same for PyJobs: each one's batch Job is created once the burst is in.
