@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // listenEnv makes the test binary a component to restart (TestComponentProcess): it listens on the
@@ -57,7 +59,13 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	t.Cleanup(func() { _ = first.Process.Kill() })
 	writePID(t, filepath.Join(pids, "component.pid"), first.Process.Pid)
 	port := portOf(t, addr)
-	waitFor(t, func() bool { p, err := listeningPorts(first.Process.Pid); return err == nil && p.Has(port) })
+	listening := func(context.Context) (bool, error) {
+		p, err := listeningPorts(first.Process.Pid)
+		return err == nil && p.Has(port), nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, listening); err != nil {
+		t.Fatalf("the component never listened on %d: %v", port, err)
+	}
 
 	// While it restarts, a create waits: the lock is taken.
 	held := make(chan error, 1)
@@ -151,14 +159,5 @@ func writePID(t *testing.T, file string, pid int) {
 	t.Helper()
 	if err := os.WriteFile(file, []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
 	}
 }
