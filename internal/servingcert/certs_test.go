@@ -109,3 +109,25 @@ func TestRenewKeepsTrustedCAs(t *testing.T) {
 	}
 	verifies(t, healed, "kiln-webhook.kiln-system.svc", t0.Add(time.Hour))
 }
+
+// A check that keeps failing is retried at 5 s, then less often, up to a minute (or the check
+// interval, if shorter).
+func TestRetryInBacksOff(t *testing.T) {
+	for _, c := range []struct {
+		failures int
+		check    time.Duration
+		want     time.Duration
+	}{
+		{1, 10 * time.Minute, 5 * time.Second},
+		{2, 10 * time.Minute, 10 * time.Second},
+		{4, 10 * time.Minute, 40 * time.Second},
+		{5, 10 * time.Minute, time.Minute},
+		{1000, 10 * time.Minute, time.Minute},
+		{3, 15 * time.Second, 15 * time.Second},
+		{1, 2 * time.Second, 2 * time.Second},
+	} {
+		if got := retryIn(c.failures, c.check); got != c.want {
+			t.Errorf("retryIn(%d, %s) = %s, want %s", c.failures, c.check, got, c.want)
+		}
+	}
+}

@@ -111,10 +111,20 @@ func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 // NeedLeaderElection is false: every replica serves webhooks, so every replica keeps its certificate.
 func (r *Rotator) NeedLeaderElection() bool { return false }
 
-// retryInterval is how soon a failed check is retried (until the first succeeds the webhook
-// server has no certificate and /readyz fails; a later one may be a heal under way, which
-// nothing else would bring back before CheckInterval), and a CRD that did not take the bundle.
-const retryInterval = 5 * time.Second
+// retryInterval is how soon a failed check is retried, doubling while checks keep failing up to
+// maxRetryInterval (or CheckInterval, if shorter), and how soon a CRD that did not take the
+// bundle is looked at again. Until the first check succeeds the webhook server has no
+// certificate and /readyz fails; after that, a failed check may have cut short a heal that no
+// watch event would resume before CheckInterval.
+const (
+	retryInterval    = 5 * time.Second
+	maxRetryInterval = time.Minute
+)
+
+// retryIn is how long to wait after the failures-th check in a row failed (1: the first).
+func retryIn(failures int, checkInterval time.Duration) time.Duration {
+	return min(retryInterval<<min(failures-1, 8), maxRetryInterval, checkInterval)
+}
 
 // Start checks at once, then whenever a watched object changes and every CheckInterval, until
 // ctx ends. Errors are logged and retried.
@@ -132,11 +142,15 @@ func (r *Rotator) Start(ctx context.Context) error {
 			go r.watch(ctx, &apiextensionsv1.CustomResourceDefinitionList{}, changed, byName(name))
 		}
 	}
+	failures := 0
 	for {
 		wait := r.opts.CheckInterval
 		if err := r.Ensure(ctx); err != nil {
-			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying", "in", retryInterval.String())
-			wait = retryInterval
+			failures++
+			wait = retryIn(failures, r.opts.CheckInterval)
+			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying", "in", wait.String())
+		} else {
+			failures = 0
 		}
 		if r.switchIn > 0 {
 			wait = min(wait, r.switchIn)
@@ -240,7 +254,10 @@ func (r *Rotator) ensureSecret(ctx context.Context) (map[string][]byte, error) {
 	var secret corev1.Secret
 	err := r.reader.Get(ctx, key, &secret)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w (kiln's Role in its namespace must allow get on it)", key, err)
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w (kiln's Role in its namespace must allow get on it)", key, err)
+		}
+		return nil, fmt.Errorf("reading the webhook certificate Secret %s: %w", key, err)
 	}
 	exists := err == nil
 	trusted := parseCerts(r.bundle)
