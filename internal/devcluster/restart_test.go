@@ -16,7 +16,7 @@ import (
 )
 
 // listenEnv makes the test binary a component to restart (TestComponentProcess): it listens on the
-// port it names, listenDelay after it starts, until it is stopped.
+// port it names, listenDelay after it starts, until it is stopped (or a minute has passed).
 const (
 	listenEnv   = "KILN_TEST_COMPONENT_LISTEN"
 	listenDelay = 500 * time.Millisecond
@@ -35,7 +35,14 @@ func TestComponentProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	select {} // until stopped
+	_ = l.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute)) // a test that died leaves none behind for long
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		conn.Close()
+	}
 }
 
 // A restarted component's ports are free while it is down: no kwokctl create may run (it would
@@ -66,11 +73,23 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, listening); err != nil {
 		t.Fatalf("the component never listened on %d: %v", port, err)
 	}
+	if own, err := listeningPorts(os.Getpid()); err != nil || own.Has(port) {
+		t.Fatalf("this process's listening ports %v (%v) hold the component's %d", own, err, port)
+	}
+	t.Cleanup(func() { // whichever process the pid file names at the end, started again or not
+		if pid, err := c.ComponentPID("component"); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 
 	// While it restarts, a create waits: the lock is taken.
 	held := make(chan error, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond) // it is down by then
+		down := func(context.Context) (bool, error) { return !running(first.Process.Pid), nil }
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, down); err != nil {
+			held <- err
+			return
+		}
 		held <- tryLock()
 	}()
 	if err := c.RestartComponent(context.Background(), "component", 300*time.Millisecond); err != nil {
@@ -80,7 +99,6 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(again, syscall.SIGKILL) })
 	if again == first.Process.Pid {
 		t.Fatal("the pid file names the stopped process")
 	}
@@ -120,6 +138,15 @@ func TestListeningPortsAreTheListenersOfTheProcess(t *testing.T) {
 	listening, dialed, gone := l.Addr().(*net.TCPAddr).Port, conn.LocalAddr().(*net.TCPAddr).Port, closed.Addr().(*net.TCPAddr).Port
 	if !ports.Has(listening) || ports.Has(dialed) || ports.Has(gone) {
 		t.Fatalf("listening ports %v: want %d, not the connection's %d nor the closed listener's %d", ports.UnsortedList(), listening, dialed, gone)
+	}
+	// IPv6 listeners are in the tcp6 table.
+	l6, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer l6.Close()
+	if ports, err = listeningPorts(os.Getpid()); err != nil || !ports.Has(l6.Addr().(*net.TCPAddr).Port) {
+		t.Fatalf("listening ports %v (%v): want the IPv6 listener's %d", ports.UnsortedList(), err, l6.Addr().(*net.TCPAddr).Port)
 	}
 }
 
