@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kiln-ml/kiln/internal/admission"
 	"github.com/kiln-ml/kiln/internal/devcluster"
@@ -287,34 +288,53 @@ func servedLeaf(addr string) (*x509.Certificate, error) {
 func TestAFailedCheckIsRetriedWithinSeconds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ns := env.Namespace(t)
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	watcher := &secretsWatched{WithWatch: c, watching: make(chan struct{})}
-	reads := &refusedSecretReads{Reader: env.Client}
+	// The rotator's client: the next read that finds no Secret (the heal's) refused once armed, as
+	// an apiserver that cannot answer in time does; watching closed once it watches Secrets.
+	var refuse atomic.Bool
+	watching := make(chan struct{})
+	var watched sync.Once
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			if _, secret := obj.(*corev1.Secret); secret && apierrors.IsNotFound(err) && refuse.CompareAndSwap(true, false) {
+				return apierrors.NewServerTimeout(corev1.Resource("secrets"), "get", 1)
+			}
+			return err
+		},
+		Watch: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+			w, err := c.Watch(ctx, list, opts...)
+			if _, secrets := list.(*corev1.SecretList); secrets && err == nil {
+				watched.Do(func() { close(watching) })
+			}
+			return w, err
+		},
+	})
 	key := client.ObjectKey{Namespace: ns, Name: "healing-cert"}
-	rot := servingcert.New(reads, env.Client, servingcert.Options{Namespace: ns, SecretName: key.Name,
-		DNSNames: []string{"healing.example"}, CheckInterval: 10 * time.Minute, Watcher: watcher, Log: testenv.Logger()})
+	rot := servingcert.New(c, env.Client, servingcert.Options{Namespace: ns, SecretName: key.Name,
+		DNSNames: []string{"healing.example"}, CheckInterval: 10 * time.Minute, Watcher: c, Log: testenv.Logger()})
 	stopped := make(chan error, 1)
 	go func() { stopped <- rot.Start(ctx) }()
 	defer func() { cancel(); <-stopped }()
 	serving := func() ([]byte, error) {
-		c, err := rot.GetCertificate(nil)
+		cert, err := rot.GetCertificate(nil)
 		if err != nil {
 			return nil, err
 		}
-		return c.Certificate[0], nil
+		return cert.Certificate[0], nil
 	}
 	var first []byte
 	testenv.EventuallyWithin(t, 30*time.Second, func() (err error) { first, err = serving(); return err })
 	select { // the deletion is then an event the rotator hears
-	case <-watcher.watching:
+	case <-watching:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the rotator never watched its Secret")
 	}
 
-	reads.refuse.Store(1)
+	refuse.Store(true)
 	old := &corev1.Secret{}
 	if err := env.Client.Get(ctx, key, old); err != nil {
 		t.Fatal(err)
@@ -333,40 +353,8 @@ func TestAFailedCheckIsRetriedWithinSeconds(t *testing.T) {
 		}
 		return nil
 	})
-	if reads.refuse.Load() != 0 {
+	if refuse.Load() {
 		t.Fatal("no read of the Secret was refused: the test tests nothing")
 	}
 	t.Logf("serving a certificate of the new Secret %s after the old one was deleted", time.Since(start).Round(100*time.Millisecond))
-}
-
-// secretsWatched closes watching once a watch of Secrets has started.
-type secretsWatched struct {
-	client.WithWatch
-	watching chan struct{}
-	once     sync.Once
-}
-
-func (w *secretsWatched) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
-	wi, err := w.WithWatch.Watch(ctx, list, opts...)
-	if _, secrets := list.(*corev1.SecretList); secrets && err == nil {
-		w.once.Do(func() { close(w.watching) })
-	}
-	return wi, err
-}
-
-// refusedSecretReads refuses the next refuse reads that find no Secret (those of a heal), as an
-// apiserver that cannot answer in time does.
-type refusedSecretReads struct {
-	client.Reader
-	refuse atomic.Int32
-}
-
-func (r *refusedSecretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := r.Reader.Get(ctx, key, obj, opts...)
-	if _, secret := obj.(*corev1.Secret); secret && apierrors.IsNotFound(err) {
-		if n := r.refuse.Load(); n > 0 && r.refuse.CompareAndSwap(n, n-1) {
-			return apierrors.NewServerTimeout(corev1.Resource("secrets"), "get", 1)
-		}
-	}
-	return err
 }
