@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,11 @@ func TestComponentProcess(t *testing.T) {
 // take them) until it listens on all of them again.
 func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // this test's own createLock
-	addr := freeLocalAddr(t)
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := int(netip.MustParseAddrPort(addr).Port())
 	c := &Cluster{Name: "restart", opts: Options{WorkDir: t.TempDir()}}
 	pids := filepath.Join(c.opts.WorkDir, "clusters", c.Name, "pids")
 	for _, d := range []string{pids, filepath.Join(c.opts.WorkDir, "clusters", c.Name, "logs")} {
@@ -64,8 +69,9 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	}
 	go func() { _ = first.Wait() }()
 	t.Cleanup(func() { _ = first.Process.Kill() })
-	writePID(t, filepath.Join(pids, "component.pid"), first.Process.Pid)
-	port := portOf(t, addr)
+	if err := os.WriteFile(filepath.Join(pids, "component.pid"), []byte(strconv.Itoa(first.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	listening := func(context.Context) (bool, error) {
 		p, err := listeningPorts(first.Process.Pid)
 		return err == nil && p.Has(port), nil
@@ -158,33 +164,4 @@ func tryLock() error {
 	}
 	defer f.Close()
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-}
-
-func freeLocalAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-func portOf(t *testing.T, addr string) int {
-	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
-func writePID(t *testing.T, file string, pid int) {
-	t.Helper()
-	if err := os.WriteFile(file, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
