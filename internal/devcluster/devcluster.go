@@ -6,6 +6,7 @@ package devcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -149,14 +151,24 @@ func (c *Cluster) addStorage(ctx context.Context) error {
 // it too (RestartComponent): its ports are free while it is down.
 func createLock() string { return filepath.Join(os.TempDir(), "kiln-kwokctl-create.lock") }
 
-// lockCreates waits for createLock and holds it until unlock is called.
-func lockCreates() (unlock func(), err error) {
+// lockCreates waits for createLock, at most until ctx ends, and holds it until unlock is called.
+func lockCreates(ctx context.Context) (unlock func(), err error) {
 	lock, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644) // flock needs no write right: every user may wait on it
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	take := func(context.Context) (bool, error) {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, take); err != nil {
 		lock.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for %s, which another cluster's create or restart holds: %w", lock.Name(), err)
+		}
 		return nil, fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
 	return func() { lock.Close() }, nil // closing releases the lock
@@ -167,7 +179,7 @@ func (c *Cluster) create(ctx context.Context) error {
 	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
 		return err
 	}
-	unlock, err := lockCreates()
+	unlock, err := lockCreates(ctx)
 	if err != nil {
 		return err
 	}
@@ -188,6 +200,10 @@ func (c *Cluster) createArgs() []string {
 		// The default /24 runs out at ~250 ClusterIP services.
 		"--extra-args", "kube-apiserver=service-cluster-ip-range=10.96.0.0/16",
 		"--extra-args", "kube-controller-manager=service-cluster-ip-range=10.96.0.0/16",
+		// On SIGTERM the apiserver answers new requests with a Retry-After until those in flight
+		// are done, then gives open watches 2 s. Without it, it waits for them up to its request
+		// timeout (60 s): a restarted apiserver (RestartComponent) took 30 s to stop.
+		"--extra-args", "kube-apiserver=shutdown-send-retry-after=true",
 		// One of each needs no leader election; with it, an apiserver away longer than the
 		// renew deadline (10 s) makes them exit, and nothing here would start them again.
 		"--extra-args", "kube-controller-manager=leader-elect=false",

@@ -47,7 +47,7 @@ func (c *Cluster) RestartComponent(ctx context.Context, name string, down time.D
 	if err != nil {
 		return fmt.Errorf("reading the ports %s (pid %d) listens on: %w", name, pid, err)
 	}
-	unlock, err := lockCreates()
+	unlock, err := lockCreates(ctx)
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 	if again == first.Process.Pid {
 		t.Fatal("the pid file names the stopped process")
 	}
-	if err := <-held; !errors.Is(err, syscall.EWOULDBLOCK) {
+	if err := <-held; !errors.Is(err, context.Canceled) { // tryLock gave up: the lock was held
 		t.Fatalf("a create could lock while the component was down (got %v)", err)
 	}
 	// Returned: it listens on its port again, and creates may run.
@@ -158,10 +158,34 @@ func TestListeningPortsAreTheListenersOfTheProcess(t *testing.T) {
 
 // tryLock takes createLock without waiting, and lets it go.
 func tryLock() error {
-	f, err := os.OpenFile(createLock(), os.O_CREATE|os.O_RDONLY, 0o644)
-	if err != nil {
-		return err
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // one try
+	unlock, err := lockCreates(ctx)
+	if err == nil {
+		unlock()
 	}
-	defer f.Close()
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	return err
+}
+
+// A create waiting for the lock gives up when its context ends (a test's deadline, an interrupt),
+// not only once the lock is free.
+func TestLockCreatesWaitsOnlyAsLongAsItsContext(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	unlock, err := lockCreates(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := lockCreates(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("locking while another holds the lock: got %v, want the context's deadline", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("gave up %v after its context ended", waited-300*time.Millisecond)
+	}
+	unlock()
+	if err := tryLock(); err != nil {
+		t.Fatalf("the lock is still held after unlock: %v", err)
+	}
 }
