@@ -2,12 +2,18 @@ package servingcert
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
+	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var (
@@ -112,22 +118,52 @@ func TestRenewKeepsTrustedCAs(t *testing.T) {
 
 // A check that keeps failing is retried at 5 s, then less often, up to a minute (or the check
 // interval, if shorter).
-func TestRetryInBacksOff(t *testing.T) {
+func TestRetriesBackOff(t *testing.T) {
+	check := func(failures int, checkInterval time.Duration) time.Duration {
+		return backoff(retryInterval, failures, min(maxRetryInterval, checkInterval)) // as Start waits
+	}
 	for _, c := range []struct {
-		failures int
-		check    time.Duration
-		want     time.Duration
+		name string
+		got  time.Duration
+		want time.Duration
 	}{
-		{1, 10 * time.Minute, 5 * time.Second},
-		{2, 10 * time.Minute, 10 * time.Second},
-		{4, 10 * time.Minute, 40 * time.Second},
-		{5, 10 * time.Minute, time.Minute},
-		{1000, 10 * time.Minute, time.Minute},
-		{3, 15 * time.Second, 15 * time.Second},
-		{1, 2 * time.Second, 2 * time.Second},
+		{"check, 1st failure", check(1, 10*time.Minute), 5 * time.Second},
+		{"check, 2nd", check(2, 10*time.Minute), 10 * time.Second},
+		{"check, 4th", check(4, 10*time.Minute), 40 * time.Second},
+		{"check, 5th", check(5, 10*time.Minute), time.Minute},
+		{"check, 1000th", check(1000, 10*time.Minute), time.Minute},
+		{"check, 3rd, CheckInterval 15s", check(3, 15*time.Second), 15 * time.Second},
+		{"check, 1st, CheckInterval 2s", check(1, 2*time.Second), 2 * time.Second},
+		{"watch, 1st", backoff(watchRetryInterval, 1, maxRetryInterval), time.Second},
+		{"watch, 3rd", backoff(watchRetryInterval, 3, maxRetryInterval), 4 * time.Second},
+		{"watch, 7th", backoff(watchRetryInterval, 7, maxRetryInterval), time.Minute},
 	} {
-		if got := retryIn(c.failures, c.check); got != c.want {
-			t.Errorf("retryIn(%d, %s) = %s, want %s", c.failures, c.check, got, c.want)
+		if c.got != c.want {
+			t.Errorf("%s: waits %s, want %s", c.name, c.got, c.want)
 		}
+	}
+}
+
+// refusedWatches refuses every watch, as an apiserver that is down does, and counts them.
+type refusedWatches struct {
+	client.WithWatch
+	tries atomic.Int32
+}
+
+func (r *refusedWatches) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	r.tries.Add(1)
+	return nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+}
+
+// While the apiserver is down, a watch is tried again less and less often, not every second.
+func TestAWatchThatCannotStartBacksOff(t *testing.T) {
+	w := &refusedWatches{}
+	r := New(nil, nil, Options{Watcher: w, Log: logr.Discard()})
+	ctx, cancel := context.WithTimeout(context.Background(), 7500*time.Millisecond)
+	defer cancel()
+	r.watch(ctx, &corev1.SecretList{}, make(chan struct{}, 1))
+	// Tried at 0, 1, 3 and 7 s; once a second would be 8 tries. A busy machine makes fewer.
+	if n := w.tries.Load(); n < 2 || n > 4 {
+		t.Errorf("a watch refused for 7.5 s was tried %d times, want 2 to 4", n)
 	}
 }

@@ -121,9 +121,15 @@ const (
 	maxRetryInterval = time.Minute
 )
 
-// retryIn is how long to wait after the failures-th check in a row failed (1: the first).
-func retryIn(failures int, checkInterval time.Duration) time.Duration {
-	return min(retryInterval<<min(failures-1, 8), maxRetryInterval, checkInterval)
+// watchRetryInterval is how soon a watch that could not start is tried again, doubling while it
+// keeps failing up to maxRetryInterval: an apiserver away for a minute costs each watch a few
+// log lines, not sixty.
+const watchRetryInterval = time.Second
+
+// backoff is how long to wait after the failures-th failure in a row (1: the first): first,
+// doubling each time, at most most.
+func backoff(first time.Duration, failures int, most time.Duration) time.Duration {
+	return min(first<<min(failures-1, 8), most)
 }
 
 // Start checks at once, then whenever a watched object changes and every CheckInterval, until
@@ -147,7 +153,7 @@ func (r *Rotator) Start(ctx context.Context) error {
 		wait := r.opts.CheckInterval
 		if err := r.Ensure(ctx); err != nil {
 			failures++
-			wait = retryIn(failures, r.opts.CheckInterval)
+			wait = backoff(retryInterval, failures, min(maxRetryInterval, r.opts.CheckInterval))
 			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying", "in", wait.String())
 		} else {
 			failures = 0
@@ -178,11 +184,16 @@ func (r *Rotator) watch(ctx context.Context, list client.ObjectList, changed cha
 		default:
 		}
 	}
+	failures := 0
 	for ctx.Err() == nil {
+		wait := watchRetryInterval
 		w, err := r.opts.Watcher.Watch(ctx, list, opts...)
 		if err != nil {
-			r.opts.Log.Error(err, "Watching for webhook certificate changes failed; retrying", "kind", fmt.Sprintf("%T", list))
+			failures++
+			wait = backoff(watchRetryInterval, failures, maxRetryInterval)
+			r.opts.Log.Error(err, "Watching for webhook certificate changes failed; retrying", "kind", fmt.Sprintf("%T", list), "in", wait.String())
 		} else {
+			failures = 0
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
 					break
@@ -194,7 +205,7 @@ func (r *Rotator) watch(ctx context.Context, list client.ObjectList, changed cha
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
