@@ -117,23 +117,20 @@ func TestRenewKeepsTrustedCAs(t *testing.T) {
 }
 
 // A check that keeps failing is retried at 5 s, then less often, up to a minute (or the check
-// interval, if shorter).
+// interval, if shorter); a watch that cannot start, at 1 s, then less often, up to a minute.
 func TestRetriesBackOff(t *testing.T) {
-	check := func(failures int, checkInterval time.Duration) time.Duration {
-		return backoff(retryInterval, failures, min(maxRetryInterval, checkInterval)) // as Start waits
-	}
 	for _, c := range []struct {
 		name string
 		got  time.Duration
 		want time.Duration
 	}{
-		{"check, 1st failure", check(1, 10*time.Minute), 5 * time.Second},
-		{"check, 2nd", check(2, 10*time.Minute), 10 * time.Second},
-		{"check, 4th", check(4, 10*time.Minute), 40 * time.Second},
-		{"check, 5th", check(5, 10*time.Minute), time.Minute},
-		{"check, 1000th", check(1000, 10*time.Minute), time.Minute},
-		{"check, 3rd, CheckInterval 15s", check(3, 15*time.Second), 15 * time.Second},
-		{"check, 1st, CheckInterval 2s", check(1, 2*time.Second), 2 * time.Second},
+		{"check, 1st failure", retryIn(1, 10*time.Minute), 5 * time.Second},
+		{"check, 2nd", retryIn(2, 10*time.Minute), 10 * time.Second},
+		{"check, 4th", retryIn(4, 10*time.Minute), 40 * time.Second},
+		{"check, 5th", retryIn(5, 10*time.Minute), time.Minute},
+		{"check, 1000th", retryIn(1000, 10*time.Minute), time.Minute},
+		{"check, 3rd, CheckInterval 15s", retryIn(3, 15*time.Second), 15 * time.Second},
+		{"check, 1st, CheckInterval 2s", retryIn(1, 2*time.Second), 2 * time.Second},
 		{"watch, 1st", backoff(watchRetryInterval, 1, maxRetryInterval), time.Second},
 		{"watch, 3rd", backoff(watchRetryInterval, 3, maxRetryInterval), 4 * time.Second},
 		{"watch, 7th", backoff(watchRetryInterval, 7, maxRetryInterval), time.Minute},

@@ -126,6 +126,11 @@ const (
 // log lines, not sixty.
 const watchRetryInterval = time.Second
 
+// retryIn is how long to wait after the failures-th check in a row failed (1: the first).
+func retryIn(failures int, checkInterval time.Duration) time.Duration {
+	return backoff(retryInterval, failures, min(maxRetryInterval, checkInterval))
+}
+
 // backoff is how long to wait after the failures-th failure in a row (1: the first): first,
 // doubling each time, at most most.
 func backoff(first time.Duration, failures int, most time.Duration) time.Duration {
@@ -153,7 +158,7 @@ func (r *Rotator) Start(ctx context.Context) error {
 		wait := r.opts.CheckInterval
 		if err := r.Ensure(ctx); err != nil {
 			failures++
-			wait = backoff(retryInterval, failures, min(maxRetryInterval, r.opts.CheckInterval))
+			wait = retryIn(failures, r.opts.CheckInterval)
 			r.opts.Log.Error(err, "Checking the webhook serving certificate failed; retrying", "in", wait.String())
 		} else {
 			failures = 0
