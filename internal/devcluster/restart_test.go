@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -16,31 +17,35 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// listenEnv makes the test binary a component to restart (TestComponentProcess): it listens on the
-// port it names, listenDelay after it starts, until it is stopped (or a minute has passed).
+// listenEnv makes the test binary a component to restart (component): it listens on the port it
+// names, listenDelay after it starts, until it is stopped (or a minute has passed).
 const (
 	listenEnv   = "KILN_TEST_COMPONENT_LISTEN"
 	listenDelay = 500 * time.Millisecond
 )
 
-// TestComponentProcess is not a test: it is the process TestRestartHoldsCreatesOffUntilThePortsAreBack
-// starts and restarts.
-func TestComponentProcess(t *testing.T) {
-	addr := os.Getenv(listenEnv)
-	if addr == "" {
-		t.Skip("the process a restart test starts")
+// TestMain runs the tests, or, with listenEnv set, the component
+// TestRestartHoldsCreatesOffUntilThePortsAreBack starts and restarts.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(listenEnv); addr != "" {
+		os.Exit(component(addr))
 	}
+	os.Exit(m.Run())
+}
+
+func component(addr string) int {
 	time.Sleep(listenDelay)
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	defer l.Close()
 	_ = l.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute)) // a test that died leaves none behind for long
 	for {
 		conn, err := l.Accept()
 		if err != nil {
-			return
+			return 0
 		}
 		conn.Close()
 	}
@@ -62,7 +67,7 @@ func TestRestartHoldsCreatesOffUntilThePortsAreBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first := exec.Command(os.Args[0], "-test.run=^TestComponentProcess$")
+	first := exec.Command(os.Args[0])
 	first.Env = append(os.Environ(), listenEnv+"="+addr)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
