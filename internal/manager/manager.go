@@ -45,6 +45,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/controller/pyjob"
 	"github.com/kiln-ml/kiln/internal/controller/trainjob"
 	"github.com/kiln-ml/kiln/internal/conversion"
+	"github.com/kiln-ml/kiln/internal/events"
 	"github.com/kiln-ml/kiln/internal/framework"
 	"github.com/kiln-ml/kiln/internal/framework/jax"
 	"github.com/kiln-ml/kiln/internal/framework/mpi"
@@ -235,6 +236,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	eventSink, err := events.NewSink(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), log.WithName("events"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(eventSink); err != nil {
+		return nil, err
+	}
 	engine := o.Engine
 	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {
 		return nil, err
@@ -250,33 +258,33 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	children := replicajob.NewChildEvents(mgr.GetCache(), jobs, engine.ChildEventBatch)
 	for _, fw := range frameworks {
-		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, mgr.GetEventRecorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
+		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, eventSink.Recorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 		if err := r.SetupWithManager(mgr, o.Workers, children, extras); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
 		}
 	}
 	if own[pyJobKind] {
-		r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
+		r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
 		r.DefaultNetworkPolicy, r.Burst = o.Engine.DefaultNetworkPolicy, engine.Burst
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
 		}
 	}
 	if own[trainJobKind] {
-		r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
+		r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
 		r.Burst = engine.Burst
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the TrainJob controller: %w", err)
 		}
 	}
 	if own[inferenceServiceKind] {
-		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
+		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
 		}
 	}
 	if own[kserveInferenceServiceKind] {
-		r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
+		r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
 		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the controller of KServe's InferenceService (are kiln's serving.kserve.io CRDs installed? config/crd/kserve): %w", err)
 		}

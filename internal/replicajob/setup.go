@@ -18,7 +18,6 @@ import (
 // update on jobs. Each framework's package grants what its kind and its extras need.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: it watches the jobs of its kind and, through
 // children (one for every kind of the manager), the pods and services they control, which it

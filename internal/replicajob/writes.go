@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,24 +26,13 @@ type childWriter struct{ core, batch rest.Interface }
 
 // newChildWriter writes through the manager's connection (cfg and its HTTP client), in protobuf.
 func newChildWriter(cfg *rest.Config, hc *http.Client) (*childWriter, error) {
-	client := func(apiPath string, gv schema.GroupVersion) (rest.Interface, error) {
-		cfg := rest.CopyConfig(cfg)
-		cfg.APIPath, cfg.GroupVersion = apiPath, &gv
-		cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, statuspatch.MetadataOnly
-		cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-		c, err := rest.RESTClientForConfigAndClient(cfg, hc)
-		if err != nil {
-			return nil, fmt.Errorf("building the client of pods, services and batch Jobs: %w", err)
-		}
-		return c, nil
-	}
-	core, err := client("/api", corev1.SchemeGroupVersion)
+	core, err := statuspatch.Client(cfg, hc, corev1.SchemeGroupVersion, runtime.ContentTypeProtobuf)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the client of pods and services: %w", err)
 	}
-	batch, err := client("/apis", batchv1.SchemeGroupVersion)
+	batch, err := statuspatch.Client(cfg, hc, batchv1.SchemeGroupVersion, runtime.ContentTypeProtobuf)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building the client of batch Jobs: %w", err)
 	}
 	return &childWriter{core: core, batch: batch}, nil
 }

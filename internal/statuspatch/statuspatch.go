@@ -52,13 +52,23 @@ func Send(ctx context.Context, req *rest.Request) error {
 	return err
 }
 
+// Client is a client of the resources of gv through cfg and its HTTP client hc, for writes whose
+// answers kiln does not read (Send): it asks for metadata only in return (MetadataOnly), and
+// encodes the objects it is given as bodies (built-in kinds) in contentType.
+func Client(cfg *rest.Config, hc *http.Client, gv schema.GroupVersion, contentType string) (rest.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.APIPath, cfg.GroupVersion = "/apis", &gv
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.ContentType, cfg.AcceptContentTypes = contentType, MetadataOnly
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return rest.RESTClientForConfigAndClient(cfg, hc)
+}
+
 // NewWriter writes statuses of kind gvk through cfg and its HTTP client hc.
 func NewWriter(cfg *rest.Config, hc *http.Client, mapper meta.RESTMapper, gvk schema.GroupVersionKind) (*Writer, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.APIPath, cfg.GroupVersion = "/apis", &schema.GroupVersion{Group: gvk.Group, Version: gvk.Version}
-	cfg.AcceptContentTypes = MetadataOnly
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	c, err := rest.RESTClientForConfigAndClient(cfg, hc)
+	c, err := Client(cfg, hc, gvk.GroupVersion(), runtime.ContentTypeJSON)
 	if err != nil {
 		return nil, fmt.Errorf("building the status writer of %s: %w", gvk.Kind, err)
 	}
