@@ -16,7 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -28,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -40,9 +44,9 @@ const (
 	queued = 1000
 	// writers write events side by side.
 	writers = 4
-	// tries and retryAfter: an event the apiserver could not be reached for is tried again
-	// after retryAfter (jittered), tries times in all, as client-go does; one it refused
-	// (invalid, its namespace being deleted) is not.
+	// tries and retryAfter: an event the apiserver could not be reached for, or was too busy to
+	// take, is tried again after retryAfter (jittered), tries times in all, as client-go does; one
+	// it refused (invalid, its namespace being deleted) is not.
 	tries      = 12
 	retryAfter = 10 * time.Second
 	// NoteLimit is the longest note the apiserver takes, in bytes; a longer one is cut.
@@ -52,15 +56,24 @@ const (
 // A Sink only creates events: it writes none twice.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
 
-// Sink writes the events of its recorders. It is a manager Runnable that every replica runs.
+// Sink writes the events of its recorders: a manager Runnable that every replica runs, and that
+// the manager stops before its controllers. Its writers go on after that, for the events the
+// controllers tell as they stop, until Flush.
 type Sink struct {
 	client rest.Interface
 	scheme *runtime.Scheme
 	host   string
 	log    logr.Logger
 	queue  chan *eventsv1.Event
-	// retryAfter is how long a write waits to try again (tests shorten it).
+	// retryAfter is how long a write waits to try again (a test shortens it).
 	retryAfter time.Duration
+
+	// pending counts the events queued or being written; dropped, those the full queue refused.
+	pending, dropped atomic.Int64
+	started          sync.Once
+	// stop ends the writers (Flush); writing is their wait group.
+	stop    context.CancelFunc
+	writing sync.WaitGroup
 }
 
 // NewSink writes events through cfg and its HTTP client hc; scheme names the kinds of the
@@ -71,44 +84,63 @@ func NewSink(cfg *rest.Config, hc *http.Client, scheme *runtime.Scheme, log logr
 		return nil, fmt.Errorf("building the client of events: %w", err)
 	}
 	host, _ := os.Hostname()
-	return &Sink{client: c, scheme: scheme, host: host, log: log, queue: make(chan *eventsv1.Event, queued), retryAfter: retryAfter}, nil
+	return &Sink{client: c, scheme: scheme, host: host, log: log, queue: make(chan *eventsv1.Event, queued), retryAfter: retryAfter, stop: func() {}}, nil
 }
 
-// NeedLeaderElection is false: a replica that is not the leader records no event, and one that
-// stops leading still writes those it has.
+// NeedLeaderElection is false: a replica records events only while it leads, and writes them
+// whether it leads or not.
 func (s *Sink) NeedLeaderElection() bool { return false }
 
-// Start writes the queued events until ctx ends; those still queued then are not written.
+// Start starts the writers and returns when ctx ends; the writers go on until Flush.
 func (s *Sink) Start(ctx context.Context) error {
-	for range writers {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev := <-s.queue:
-					s.write(ctx, ev)
+	s.started.Do(func() {
+		var writersCtx context.Context
+		writersCtx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+		for range writers {
+			s.writing.Go(func() {
+				for {
+					select {
+					case <-writersCtx.Done():
+						return
+					case ev := <-s.queue:
+						s.write(writersCtx, ev)
+						s.pending.Add(-1)
+					}
 				}
-			}
-		}()
-	}
+			})
+		}
+	})
 	<-ctx.Done()
 	return nil
 }
 
-// write creates ev, trying again while the apiserver cannot be reached.
+// Flush waits, until ctx ends, for the events queued to be written, then stops the writers. The
+// manager of kiln's controllers calls it once they have stopped.
+func (s *Sink) Flush(ctx context.Context) {
+	drained := func(context.Context) (bool, error) { return s.pending.Load() == 0, nil }
+	_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, drained)
+	s.started.Do(func() {}) // never started: no writer to stop
+	s.stop()
+	s.writing.Wait()
+	if n := s.pending.Load(); n > 0 {
+		s.log.Error(nil, "Stopping with events not written; they are lost", "events", n)
+	}
+}
+
+// write creates ev, trying again while the apiserver cannot be reached or is too busy.
 func (s *Sink) write(ctx context.Context, ev *eventsv1.Event) {
 	for try := 1; ; try++ {
 		err := statuspatch.Send(ctx, s.client.Post().Namespace(ev.Namespace).Resource("events").Body(ev))
-		var status apierrors.APIStatus
 		switch {
 		case err == nil:
 			s.log.V(1).Info(ev.Note, "type", ev.Type, "object", ev.Regarding, "reason", ev.Reason)
 			return
 		case ctx.Err() != nil:
 			return
-		case errors.As(err, &status):
-			s.log.Error(err, "Writing an event failed; it is dropped", "object", ev.Regarding, "reason", ev.Reason)
+		case apierrors.IsAlreadyExists(err): // written already: an answer that did not arrive
+			return
+		case !retried(err):
+			s.log.Error(err, "The apiserver refused an event; it is dropped", "object", ev.Regarding, "reason", ev.Reason)
 			return
 		case try == tries:
 			s.log.Error(err, "Writing an event failed; it is dropped after the last try", "object", ev.Regarding, "reason", ev.Reason, "tries", tries)
@@ -120,6 +152,18 @@ func (s *Sink) write(ctx context.Context, ev *eventsv1.Event) {
 		case <-time.After(wait.Jitter(s.retryAfter, 0.25)):
 		}
 	}
+}
+
+// retried says whether a write that failed with err may succeed later: the apiserver could not
+// be reached (the request never got an answer) or was too busy to take it.
+func retried(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+	}
+	var transport *url.Error
+	return errors.As(err, &transport)
 }
 
 // Recorder is the recorder of events reported by controller (their reportingController, a
@@ -145,10 +189,14 @@ func (r *sinkRecorder) AnnotatedEventf(regarding, related runtime.Object, annota
 		r.sink.log.Error(err, "Not recording an event", "reason", reason)
 		return
 	}
+	r.sink.pending.Add(1)
 	select {
 	case r.sink.queue <- ev:
 	default:
-		r.sink.log.Error(nil, "Too many events waiting to be written; this one is dropped", "object", ev.Regarding, "reason", reason, "waiting", queued)
+		r.sink.pending.Add(-1)
+		if n := r.sink.dropped.Add(1); n&(n-1) == 0 { // the 1st, 2nd, 4th, 8th, … dropped
+			r.sink.log.Error(nil, "Too many events waiting to be written; dropped", "object", ev.Regarding, "reason", reason, "waiting", queued, "dropped", n)
+		}
 	}
 }
 
@@ -163,16 +211,14 @@ func (r *sinkRecorder) event(now time.Time, regarding, related runtime.Object, a
 	}
 	var relatedRef *corev1.ObjectReference
 	if related != nil {
-		if relatedRef, err = reference.GetReference(r.sink.scheme, related); err != nil {
-			return nil, fmt.Errorf("referring to the related object: %w", err)
-		}
+		relatedRef, _ = reference.GetReference(r.sink.scheme, related) // as client-go: the event without it
 	}
 	ns := ref.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: ns, Annotations: annotations},
+		ObjectMeta:          metav1.ObjectMeta{Name: util.GenerateEventName(ref.Name, now.UnixNano()), Namespace: ns, Annotations: annotations},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: r.controller,
 		ReportingInstance:   r.instance,

@@ -7,12 +7,14 @@
 package manager
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -241,7 +243,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if err := mgr.Add(eventSink); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("adding the event sink: %w", err)
 	}
 	engine := o.Engine
 	if engine.Gang, err = gangBackend(mgr.GetRESTMapper(), o.GangSchedulerName, log); err != nil {
@@ -316,7 +318,26 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+	return withEvents{Manager: mgr, events: eventSink}, nil
+}
+
+// eventsFlushTimeout is how long a stopping manager gives its event sink to write what is queued.
+const eventsFlushTimeout = 5 * time.Second
+
+// withEvents is the manager, whose Start gives its event sink eventsFlushTimeout, once everything
+// else has stopped, to write the events the controllers told as they stopped: the manager stops
+// the sink, a runnable beside them, before them.
+type withEvents struct {
+	ctrl.Manager
+	events *events.Sink
+}
+
+func (m withEvents) Start(ctx context.Context) error {
+	err := m.Manager.Start(ctx)
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsFlushTimeout)
+	defer cancel()
+	m.events.Flush(flush)
+	return err
 }
 
 // Admission is the admission webhook set of the kinds o enables.

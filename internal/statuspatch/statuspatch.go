@@ -1,6 +1,7 @@
 // Package statuspatch writes the status of kiln's own kinds the cheap way: a JSON patch that
 // sets the status alone, guarded by the resourceVersion the caller read, that asks the apiserver
-// for the object's metadata only in return.
+// for the object's metadata only in return. Its Client and Send are how every write whose answer
+// kiln does not read is sent (pods, services, batch Jobs, events).
 package statuspatch
 
 import (

@@ -27,7 +27,8 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m, &env, nil)) }
 
-// newSink is a sink of events to the test's apiserver, as the manager makes it, not started.
+// newSink is a sink of events to the test's apiserver, as the manager makes it, not started; it
+// is flushed when the test ends, its writers stopped before then.
 func newSink(t *testing.T) *events.Sink {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(env.Config)
@@ -38,6 +39,11 @@ func newSink(t *testing.T) *events.Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sink.Flush(ctx)
+	})
 	return sink
 }
 
