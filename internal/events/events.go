@@ -44,9 +44,9 @@ const (
 	queued = 1000
 	// writers write events side by side.
 	writers = 4
-	// tries and retryAfter: an event the apiserver could not be reached for, or was too busy to
-	// take, is tried again after retryAfter (jittered), tries times in all, as client-go does; one
-	// it refused (invalid, its namespace being deleted) is not.
+	// tries and retryAfter: an event the apiserver could not be reached for, was too busy to take
+	// or failed on (5xx) is tried again after retryAfter (jittered), tries times in all, as
+	// client-go does; one it refused (invalid, its namespace being deleted) is not.
 	tries      = 12
 	retryAfter = 10 * time.Second
 	// NoteLimit is the longest note the apiserver takes, in bytes; a longer one is cut.
@@ -155,12 +155,13 @@ func (s *Sink) write(ctx context.Context, ev *eventsv1.Event) {
 }
 
 // retried says whether a write that failed with err may succeed later: the apiserver could not
-// be reached (the request never got an answer) or was too busy to take it.
+// be reached (the request never got an answer), was too busy to take it (429) or failed (5xx, a
+// proxy's too).
 func retried(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
 	}
 	var transport *url.Error
 	return errors.As(err, &transport)

@@ -24,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -218,6 +219,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(gracefulShutdownTimeout),
 		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 		Logger:                        o.Logger,
 	}
@@ -321,8 +323,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return withEvents{Manager: mgr, events: eventSink}, nil
 }
 
-// eventsFlushTimeout is how long a stopping manager gives its event sink to write what is queued.
-const eventsFlushTimeout = 5 * time.Second
+// gracefulShutdownTimeout and eventsFlushTimeout are how long a stopping manager gives its
+// controllers and runnables, and then its event sink, to finish: 25 s together, within the 30 s
+// the kubelet gives kiln's pod (terminationGracePeriodSeconds) before it kills it.
+const (
+	gracefulShutdownTimeout = 20 * time.Second
+	eventsFlushTimeout      = 5 * time.Second
+)
 
 // withEvents is the manager, whose Start gives its event sink eventsFlushTimeout, once everything
 // else has stopped, to write the events the controllers told as they stopped: the manager stops
@@ -332,12 +339,17 @@ type withEvents struct {
 	events *events.Sink
 }
 
+// Start runs the manager until ctx ends, then flushes the event sink; not when the manager
+// failed or lost its lease (controller-runtime then stops at once, its controllers perhaps still
+// running).
 func (m withEvents) Start(ctx context.Context) error {
-	err := m.Manager.Start(ctx)
+	if err := m.Manager.Start(ctx); err != nil {
+		return err
+	}
 	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsFlushTimeout)
 	defer cancel()
 	m.events.Flush(flush)
-	return err
+	return nil
 }
 
 // Admission is the admission webhook set of the kinds o enables.
