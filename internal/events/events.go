@@ -203,7 +203,7 @@ func (r *sinkRecorder) AnnotatedEventf(regarding, related runtime.Object, annota
 
 // event is the event as client-go's recorder makes it, its note cut to NoteLimit.
 func (r *sinkRecorder) event(now time.Time, regarding, related runtime.Object, annotations map[string]string, eventtype, reason, action, note string) (*eventsv1.Event, error) {
-	if eventtype != corev1.EventTypeNormal && eventtype != corev1.EventTypeWarning {
+	if !util.ValidateEventType(eventtype) {
 		return nil, fmt.Errorf("event type %q: want %s or %s", eventtype, corev1.EventTypeNormal, corev1.EventTypeWarning)
 	}
 	ref, err := reference.GetReference(r.sink.scheme, regarding)

@@ -64,7 +64,11 @@ func Client(cfg *rest.Config, hc *http.Client, gv schema.GroupVersion, contentTy
 	}
 	cfg.ContentType, cfg.AcceptContentTypes = contentType, MetadataOnly
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return rest.RESTClientForConfigAndClient(cfg, hc)
+	c, err := rest.RESTClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err // not a nil *RESTClient in a non-nil interface
+	}
+	return c, nil
 }
 
 // NewWriter writes statuses of kind gvk through cfg and its HTTP client hc.
