@@ -198,8 +198,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		}
 	}
 	// 3. The deadline: past it, the run fails and its JobSet goes (and is not made again).
-	left, has := deadlineLeft(job, o.now)
-	o.deadlinePassed = has && left <= 0 && !finished(job)
+	left, has := deadlineLeft(job, o.jobSet, o.now)
+	o.deadlinePassed = has && left <= 0
 	switch {
 	case o.deadlinePassed:
 		if o.jobSet != nil {
@@ -207,7 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 				return reconcile.Result{}, err
 			}
 		}
-	case has && !finished(job):
+	case has:
 		res.RequeueAfter = minPositive(res.RequeueAfter, left)
 	}
 	// A TrainJob that arrived in a burst of submissions makes its JobSet once the burst is in.
@@ -277,8 +277,11 @@ func (r *Reconciler) syncJobSet(ctx context.Context, job *trainerv1alpha1.TrainJ
 			return err
 		}
 		o.waiting, o.gangUnwatched = st.Waiting, st.Recheck || b != r.gang || !r.gangWatched
-		if !st.CreatePods && o.jobSet == nil {
-			desired.Spec.Suspend = ptr.To(true) // its pods wait for the group
+		if !st.CreatePods && (o.jobSet == nil || ptr.Deref(o.jobSet.Spec.Suspend, false)) {
+			// Its pods wait for the group: a JobSet not made yet is made suspended, and one held
+			// suspended stays so until the group may have pods. A JobSet already running keeps
+			// its pods.
+			desired.Spec.Suspend = ptr.To(true)
 		}
 	}
 	if o.jobSet != nil {

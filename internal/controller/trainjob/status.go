@@ -40,10 +40,12 @@ func created(job *trainerv1alpha1.TrainJob) bool {
 }
 
 // deadlineLeft is the time left of the run's activeDeadlineSeconds, counted (as Trainer counts
-// it) from its creation or its last resumption; has is false without a deadline, or while the
-// TrainJob is suspended.
-func deadlineLeft(job *trainerv1alpha1.TrainJob, now time.Time) (left time.Duration, has bool) {
-	if job.Spec.ActiveDeadlineSeconds <= 0 || ptr.Deref(job.Spec.Suspend, false) {
+// it) from its creation or its last resumption; has is false without a deadline, while the
+// TrainJob is suspended, and once the run finished: a JobSet js that completed or failed
+// before kiln saw the deadline pass keeps its verdict, as Trainer's does (it takes the JobSet's
+// verdict before it looks at the deadline).
+func deadlineLeft(job *trainerv1alpha1.TrainJob, js *jobsetv1alpha2.JobSet, now time.Time) (left time.Duration, has bool) {
+	if job.Spec.ActiveDeadlineSeconds <= 0 || ptr.Deref(job.Spec.Suspend, false) || finished(job) || jobSetFinished(js) {
 		return 0, false
 	}
 	start := job.CreationTimestamp.Time
@@ -130,6 +132,11 @@ func verdictFailed(job *trainerv1alpha1.TrainJob, o observed) (bool, string, str
 		return true, c.Reason, c.Message
 	}
 	return false, "", ""
+}
+
+// jobSetFinished says the JobSet completed or failed (nil: none).
+func jobSetFinished(js *jobsetv1alpha2.JobSet) bool {
+	return jobSetCondition(js, jobsetv1alpha2.JobSetCompleted) != nil || jobSetCondition(js, jobsetv1alpha2.JobSetFailed) != nil
 }
 
 func verdictComplete(js *jobsetv1alpha2.JobSet) (bool, string, string) {

@@ -436,3 +436,42 @@ func TestMultiKueueTrainJobIsLeftAlone(t *testing.T) {
 		return nil
 	})
 }
+
+// A TrainJob whose runtime asks for a gang the cluster cannot form (scheduler-plugins' PodGroups
+// are not served here, and kiln runs no gang scheduler of its own): its JobSet is made suspended
+// and stays so at every later reconcile, while its status says why; no pods are made.
+func TestGangThatCannotFormHoldsTheJobSet(t *testing.T) {
+	ns := env.Namespace(t)
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gang-torch"}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}}
+	rt.Spec.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{PodGroupPolicySource: trainerv1alpha1.PodGroupPolicySource{
+		Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node"}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.0"}}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	j := create(t, newTrainJob(ns, "held", "gang-torch", func(s *trainerv1alpha1.TrainJobSpec) { s.RuntimeRef.Kind = ptr.To("TrainingRuntime") }))
+	waitStatus(t, j, func(j *trainerv1alpha1.TrainJob) error {
+		if c := meta.FindStatusCondition(j.Status.Conditions, "Running"); c == nil || c.Reason != "WaitingForGang" || !strings.Contains(c.Message, "which this cluster does not serve") {
+			return fmt.Errorf("Running %+v, want the gang's wait", c)
+		}
+		return nil
+	})
+	// Each write of the JobSet's status reconciles the TrainJob, which keeps the JobSet as it
+	// should be before it writes its own status: once that status shows the write, the
+	// reconcile that followed it has run.
+	setJobSetStatus(t, ns, "held", func(s *jobsetv1alpha2.JobSetStatus) {
+		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Suspended: 1}}
+	})
+	waitStatus(t, j, func(j *trainerv1alpha1.TrainJob) error {
+		if len(j.Status.JobsStatus) != 1 || ptr.Deref(j.Status.JobsStatus[0].Suspended, 0) != 1 {
+			return fmt.Errorf("jobsStatus %+v, want the JobSet's one suspended Job", j.Status.JobsStatus)
+		}
+		return nil
+	})
+	if js := jobSet(t, ns, "held"); !ptr.Deref(js.Spec.Suspend, false) {
+		t.Error("the JobSet of a TrainJob whose gang cannot form was resumed: its pods would run without the gang")
+	}
+}
