@@ -44,27 +44,24 @@ func Frameworks(p *kservev1beta1.PredictorSpec) []string {
 	return set
 }
 
-// ModelOf is the model a predictor serves: its model form, or its framework shorthand as a model
-// of that format, with the protocol KServe defaults for the format. It is nil for a custom
-// predictor (containers only). The predictor is not changed.
+// ModelOf is the model a predictor serves: its framework shorthand as a model of that format, or
+// its model form, with the protocol KServe defaults for the format. A shorthand beside model wins,
+// as KServe's defaulting webhook writes the shorthand's model over the one given. It is nil for
+// a custom predictor (containers only). The predictor is not changed.
 func ModelOf(p *kservev1beta1.PredictorSpec) *kservev1beta1.ModelSpec {
 	var m *kservev1beta1.ModelSpec
-	if p.Model != nil {
-		m = p.Model.DeepCopy()
-	} else {
-		for _, s := range shorthands {
-			if ext := s.of(p); ext != nil {
-				m = &kservev1beta1.ModelSpec{ModelFormat: kservev1beta1.ModelFormat{Name: s.format}, PredictorExtensionSpec: *ext.DeepCopy()}
-				break
-			}
+	v2 := shorthandV2
+	for _, s := range shorthands {
+		if ext := s.of(p); ext != nil {
+			m = &kservev1beta1.ModelSpec{ModelFormat: kservev1beta1.ModelFormat{Name: s.format}, PredictorExtensionSpec: *ext.DeepCopy()}
+			break
 		}
+	}
+	if m == nil && p.Model != nil {
+		m, v2 = p.Model.DeepCopy(), modelV2
 	}
 	if m == nil {
 		return nil
-	}
-	v2 := modelV2
-	if p.Model == nil {
-		v2 = shorthandV2
 	}
 	if m.ProtocolVersion == nil && v2[m.ModelFormat.Name] {
 		proto := kservev1alpha1.ProtocolV2

@@ -205,6 +205,9 @@ func TestModelOfAShorthandIsAModelOfItsFormat(t *testing.T) {
 		{"onnx model form: none", kservev1beta1.PredictorSpec{Model: model("onnx")}, "onnx", ""},
 		{"vLLM model form: v2", kservev1beta1.PredictorSpec{Model: model("vLLM")}, "vLLM", "v2"},
 		{"a protocol given stays", kservev1beta1.PredictorSpec{Triton: &kservev1beta1.PredictorExtensionSpec{ProtocolVersion: ptr.To(kservev1alpha1.ProtocolGRPCV2)}}, "triton", "grpc-v2"},
+		// KServe's defaulting webhook writes the shorthand's model over the one given.
+		{"sklearn beside model: sklearn", kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: &uri}, Model: model("xgboost")}, "sklearn", ""},
+		{"onnx beside model: onnx, v2", kservev1beta1.PredictorSpec{ONNX: &kservev1beta1.PredictorExtensionSpec{StorageURI: &uri}, Model: model("sklearn")}, "onnx", "v2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.predictor.DeepCopy()

@@ -334,7 +334,9 @@ func notServed(isvc *kservev1beta1.InferenceService) *refused {
 // predictorNotServed is why kiln cannot serve predictor p (at the field at) as asked, when it
 // asks for a part of KServe kiln does not run.
 func predictorNotServed(p *kservev1beta1.PredictorSpec, at string) *refused {
-	if impls := kserve.Frameworks(p); len(impls) > 1 || (len(impls) == 1 && p.Model != nil) {
+	// One framework field beside model serves the framework field (kserve.ModelOf), as KServe's
+	// defaulting webhook makes it; two framework fields its validation refuses.
+	if impls := kserve.Frameworks(p); len(impls) > 1 {
 		if p.Model != nil {
 			impls = append(impls, "model")
 		}

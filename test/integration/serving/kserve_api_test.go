@@ -455,6 +455,20 @@ func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 		t.Errorf("Ready message %q, want both frameworks named", c.Message)
 	}
 	gone("two-predictor")
+	// A framework field beside model: KServe's defaulting webhook writes the framework field's
+	// model over the one given, and serves it; so does kiln.
+	both := sklearn("both", nil)
+	both.Spec.Predictor.Model = &kservev1beta1.ModelSpec{ModelFormat: kservev1beta1.ModelFormat{Name: "xgboost"}, PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/x")}}
+	if err := env.Client.Create(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	deployment(t, ns, "both-predictor")
+	awaitKServe(t, client.ObjectKeyFromObject(both), func(isvc *kservev1beta1.InferenceService) error {
+		if isvc.Status.ClusterServingRuntimeName != "kserve-sklearnserver" {
+			return fmt.Errorf("clusterServingRuntimeName %q, want kserve-sklearnserver (the sklearn field's)", isvc.Status.ClusterServingRuntimeName)
+		}
+		return nil
+	})
 	annotate(iris, map[string]string{"serving.kserve.io/autoscalerClass": "external"})
 	if st := condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed").Status; st.URL != "" || st.Address != nil {
 		t.Errorf("a refused service keeps url %q and address %v", st.URL, st.Address)
