@@ -95,15 +95,17 @@ func ownerRef(job *trainerv1alpha1.TrainJob) metav1.OwnerReference {
 		Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 }
 
-// numNodes is the trainer step's node count: the TrainJob's, else the runtime's, else 1.
+// numNodes is the trainer step's node count: the TrainJob's, else the runtime's mlPolicy's (1
+// when it gives none); 0, none, for a runtime without mlPolicy, whose trainer step then keeps its
+// template's parallelism, as Trainer's does.
 func numNodes(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec) int32 {
 	if t := job.Spec.Trainer; t != nil && t.NumNodes != nil {
 		return *t.NumNodes
 	}
-	if rt.MLPolicy != nil && rt.MLPolicy.NumNodes != nil {
-		return *rt.MLPolicy.NumNodes
+	if rt.MLPolicy == nil {
+		return 0
 	}
-	return 1
+	return ptr.Deref(rt.MLPolicy.NumNodes, 1)
 }
 
 // trainer puts the TrainJob's trainer on the step's "node" container.

@@ -234,3 +234,35 @@ func TestPatchesMergeAsAWholeSpecMergeWould(t *testing.T) {
 		}
 	}
 }
+
+// A runtime without mlPolicy keeps its trainer step's parallelism unless the TrainJob gives
+// numNodes, as Trainer's does; an mlPolicy without numNodes gives one node.
+func TestTrainerNodesOfARuntimeWithoutMLPolicy(t *testing.T) {
+	plainRuntime := func(policy *trainerv1alpha1.MLPolicy) *trainerv1alpha1.TrainingRuntimeSpec {
+		rt := runtimeOf(trainerv1alpha1.MLPolicySource{}, nil)
+		rt.MLPolicy = policy
+		rt.Template.Spec.ReplicatedJobs[0].Template.Spec.Parallelism = ptr.To[int32](4)
+		return rt
+	}
+	noNodes := func(j *trainerv1alpha1.TrainJob) { j.Spec.Trainer.NumNodes = nil }
+	for _, tc := range []struct {
+		name string
+		job  *trainerv1alpha1.TrainJob
+		rt   *trainerv1alpha1.TrainingRuntimeSpec
+		want int32
+	}{
+		{"no mlPolicy: the template's", trainJobOf(0, noNodes), plainRuntime(nil), 4},
+		{"no mlPolicy, the TrainJob's numNodes", trainJobOf(2, nil), plainRuntime(nil), 2},
+		{"an mlPolicy without numNodes: one", trainJobOf(0, noNodes), plainRuntime(&trainerv1alpha1.MLPolicy{}), 1},
+		{"an mlPolicy's numNodes", trainJobOf(0, noNodes), plainRuntime(&trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](3)}), 3},
+	} {
+		js, p := DesiredJobSet(tc.job, tc.rt)
+		if p.Reason != "" {
+			t.Fatalf("%s: %+v", tc.name, p)
+		}
+		rj := js.Spec.ReplicatedJobs[0].Template.Spec
+		if ptr.Deref(rj.Parallelism, 0) != tc.want || ptr.Deref(rj.Completions, 0) != tc.want {
+			t.Errorf("%s: parallelism %v completions %v, want %d", tc.name, rj.Parallelism, rj.Completions, tc.want)
+		}
+	}
+}

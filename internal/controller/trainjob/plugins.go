@@ -95,6 +95,9 @@ func onTrainer(spec *jobsetv1alpha2.JobSetSpec, add func(c *corev1.Container)) {
 type plain struct{}
 
 func (plain) nodeCount(_, step string, nodes int32) (int32, bool) {
+	if nodes == 0 { // neither the TrainJob nor an mlPolicy gives one: the template's stands
+		return 0, false
+	}
 	return trainerNodeCount(step, nodes)
 }
 func (plain) apply(*trainerv1alpha1.TrainJob, *trainerv1alpha1.TrainingRuntimeSpec, *jobsetv1alpha2.JobSetSpec, int32) Problem {
