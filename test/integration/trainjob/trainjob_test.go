@@ -475,3 +475,62 @@ func TestGangThatCannotFormHoldsTheJobSet(t *testing.T) {
 		t.Error("the JobSet of a TrainJob whose gang cannot form was resumed: its pods would run without the gang")
 	}
 }
+
+// kiln reads a TrainJob's runtime whenever it builds the JobSet (Trainer builds from a snapshot
+// it took first: docs/trainjob.md, Not yet): a queued TrainJob resumed after its runtime changed
+// runs the changed runtime; a running one keeps its JobSet when the runtime goes, and its
+// Created condition says so.
+func TestRuntimeIsReadWhenTheJobSetIsBuilt(t *testing.T) {
+	ns := env.Namespace(t)
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live"}}
+	rt.Spec.MLPolicy = &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node"}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "trainer:1"}}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	j := create(t, newTrainJob(ns, "queued", "live", func(s *trainerv1alpha1.TrainJobSpec) {
+		s.RuntimeRef.Kind, s.Suspend = ptr.To("TrainingRuntime"), ptr.To(true)
+	}))
+	jobSet(t, ns, "queued")
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rt), rt); err != nil {
+			return err
+		}
+		rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image = "trainer:2"
+		return env.Client.Update(context.Background(), rt)
+	})
+	testenv.Eventually(t, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Suspend = ptr.To(false)
+		return env.Client.Update(context.Background(), fresh)
+	})
+	testenv.Eventually(t, func() error {
+		js := jobSet(t, ns, "queued")
+		if image := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image; ptr.Deref(js.Spec.Suspend, true) || image != "trainer:2" {
+			return fmt.Errorf("JobSet suspend %v image %s, want resumed on the changed runtime's trainer:2", js.Spec.Suspend, image)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	// A write of the JobSet's status reconciles the TrainJob.
+	setJobSetStatus(t, ns, "queued", func(s *jobsetv1alpha2.JobSetStatus) {
+		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Active: 1}}
+	})
+	waitStatus(t, j, func(j *trainerv1alpha1.TrainJob) error {
+		c := meta.FindStatusCondition(j.Status.Conditions, "Created")
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "JobSetCreated" || !strings.Contains(c.Message, "now: ") {
+			return fmt.Errorf("Created %+v, want True, JobSetCreated, naming the missing runtime", c)
+		}
+		return nil
+	})
+	if js := jobSet(t, ns, "queued"); ptr.Deref(js.Spec.Suspend, false) || js.DeletionTimestamp != nil {
+		t.Errorf("the running JobSet of a TrainJob whose runtime went was suspended or deleted")
+	}
+}
