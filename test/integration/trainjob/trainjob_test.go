@@ -316,6 +316,19 @@ func TestDeadlineFailsTheRun(t *testing.T) {
 	noJobSet(t, ns, "late")
 }
 
+// resume resumes the TrainJob j (spec.suspend false), as a queue admitting it does.
+func resume(t *testing.T, j *trainerv1alpha1.TrainJob) {
+	t.Helper()
+	testenv.Eventually(t, func() error {
+		fresh := &trainerv1alpha1.TrainJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+			return err
+		}
+		fresh.Spec.Suspend = ptr.To(false)
+		return env.Client.Update(context.Background(), fresh)
+	})
+}
+
 func noJobSet(t *testing.T, ns, name string) {
 	t.Helper()
 	testenv.Eventually(t, func() error {
@@ -338,14 +351,7 @@ func TestDeadlineCountsFromTheResumption(t *testing.T) {
 	}))
 	waitStatus(t, j, conditionIs("Suspended", metav1.ConditionTrue, "Suspended"))
 	time.Sleep(4 * time.Second) // suspended longer than its deadline: the point of the test
-	testenv.Eventually(t, func() error {
-		fresh := &trainerv1alpha1.TrainJob{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Suspend = ptr.To(false)
-		return env.Client.Update(context.Background(), fresh)
-	})
+	resume(t, j)
 	resumed := waitStatus(t, j, conditionIs("Suspended", metav1.ConditionFalse, "Resumed"))
 	if c := meta.FindStatusCondition(resumed.Status.Conditions, "Failed"); c != nil {
 		t.Fatalf("failed at its resumption: %+v", c)
@@ -501,14 +507,7 @@ func TestRuntimeIsReadWhenTheJobSetIsBuilt(t *testing.T) {
 		rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image = "trainer:2"
 		return env.Client.Update(context.Background(), rt)
 	})
-	testenv.Eventually(t, func() error {
-		fresh := &trainerv1alpha1.TrainJob{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
-			return err
-		}
-		fresh.Spec.Suspend = ptr.To(false)
-		return env.Client.Update(context.Background(), fresh)
-	})
+	resume(t, j)
 	testenv.Eventually(t, func() error {
 		js := jobSet(t, ns, "queued")
 		if image := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image; ptr.Deref(js.Spec.Suspend, true) || image != "trainer:2" {
