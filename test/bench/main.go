@@ -61,7 +61,8 @@ type Params struct {
 	ManagerArgs string `json:"managerArgs,omitempty"`
 	Rounds      int    `json:"rounds"`
 	// Profile, above 0, serves the manager's net/http/pprof, takes a CPU profile of it for this
-	// long from the first job created and a heap profile at the end; without, the manager
+	// long from the first job created and a heap profile at the end (after the CPU profile: one
+	// longer than the run covers all of it, the manager then idle); without, the manager
 	// serves none, as users run it (and samples no allocations).
 	Profile time.Duration `json:"profile,omitempty"`
 	Trace   string        `json:"-"`

@@ -47,7 +47,8 @@ type managerProcess struct {
 	metrics, pprof, dir string
 	exited              chan error
 	stopped             bool
-	startCPU            float64 // CPU seconds when it was ready
+	startCPU            float64       // CPU seconds when it was ready
+	profiling           chan struct{} // closed when the CPU profile is saved (profile)
 }
 
 // kubeconfig says who it runs as (kubeconfigAs); profiled serves its net/http/pprof (profile,
@@ -236,13 +237,23 @@ func dropFromPageCache(bin string) error {
 	return nil
 }
 
-// profile saves a CPU profile of the next d.
+// profile starts saving a CPU profile of the next d.
 func (m *managerProcess) profile(d time.Duration) {
-	m.save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu.pprof", d+time.Minute)
+	m.profiling = make(chan struct{})
+	go func() {
+		defer close(m.profiling)
+		m.save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "cpu.pprof", d+time.Minute)
+	}()
 }
 
-// heapProfile saves the live heap.
-func (m *managerProcess) heapProfile() { m.save("/debug/pprof/heap", "heap.pprof", time.Minute) }
+// heapProfile saves the live heap, once the CPU profile (if any) has ended: a PROFILE longer
+// than the run covers all of it, the manager idle after what was measured.
+func (m *managerProcess) heapProfile() {
+	if m.profiling != nil {
+		<-m.profiling
+	}
+	m.save("/debug/pprof/heap", "heap.pprof", time.Minute)
+}
 
 func (m *managerProcess) save(path, file string, timeout time.Duration) {
 	c := &http.Client{Timeout: timeout}

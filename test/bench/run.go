@@ -178,7 +178,7 @@ func run(ctx context.Context, mode string, p Params, tools, dir string) (*Result
 	switch {
 	case mode == "kiln":
 		if p.Profile > 0 {
-			go mgr.profile(p.Profile)
+			mgr.profile(p.Profile)
 		}
 		_, sub, err = createJobs(ctx, user, jobs, width, obs)
 	case mode == "same" && p.Submit == "serial":

@@ -169,7 +169,7 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 
 	obs.start()
 	if mgr != nil && p.Profile > 0 {
-		go mgr.profile(p.Profile)
+		mgr.profile(p.Profile)
 	}
 	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
 		obs.created(obs.workloadOf(objs[i]))
