@@ -58,6 +58,7 @@ import (
 	"github.com/kiln-ml/kiln/internal/framework/xgboost"
 	"github.com/kiln-ml/kiln/internal/gang"
 	"github.com/kiln-ml/kiln/internal/metrics"
+	"github.com/kiln-ml/kiln/internal/ondemand"
 	"github.com/kiln-ml/kiln/internal/replicajob"
 )
 
@@ -261,36 +262,61 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		jobs = extras
 	}
 	children := replicajob.NewChildEvents(mgr.GetCache(), jobs, engine.ChildEventBatch)
+	// Each kind's controller is set up at the first object of the kind (DECISIONS #24).
+	onDemand := func(kind string, obj client.Object, setup func() error) error {
+		if err := mgr.Add(ondemand.Controller{Kind: kind, Object: obj, Cache: mgr.GetCache(), Setup: setup, Log: log}); err != nil {
+			return fmt.Errorf("adding the %s controller: %w", kind, err)
+		}
+		return nil
+	}
 	for _, fw := range frameworks {
-		r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, eventSink.Recorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
-		if err := r.SetupWithManager(mgr, o.Workers, children, extras); err != nil {
-			return nil, fmt.Errorf("setting up the %s controller: %w", fw.Kind, err)
+		err := onDemand(fw.Kind, fw.NewJob(), func() error {
+			r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, eventSink.Recorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
+			return r.SetupWithManager(mgr, o.Workers, children, extras)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if own[pyJobKind] {
-		r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
-		r.DefaultNetworkPolicy, r.Burst = o.Engine.DefaultNetworkPolicy, engine.Burst
-		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
-			return nil, fmt.Errorf("setting up the PyJob controller: %w", err)
+		err := onDemand("PyJob", &trainingv1beta1.PyJob{}, func() error {
+			r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
+			r.DefaultNetworkPolicy, r.Burst = o.Engine.DefaultNetworkPolicy, engine.Burst
+			return r.SetupWithManager(mgr, o.Workers)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if own[trainJobKind] {
-		r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
-		r.Burst = engine.Burst
-		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
-			return nil, fmt.Errorf("setting up the TrainJob controller: %w", err)
+		err := onDemand("TrainJob", &trainerv1alpha1.TrainJob{}, func() error {
+			r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
+			r.Burst = engine.Burst
+			return r.SetupWithManager(mgr, o.Workers)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if own[inferenceServiceKind] {
-		r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
-		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
-			return nil, fmt.Errorf("setting up the InferenceService controller: %w", err)
+		err := onDemand("InferenceService", &servingv1beta1.InferenceService{}, func() error {
+			r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
+			return r.SetupWithManager(mgr, o.Workers)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if own[kserveInferenceServiceKind] {
-		r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
-		if err := r.SetupWithManager(mgr, o.Workers); err != nil {
-			return nil, fmt.Errorf("setting up the controller of KServe's InferenceService (are kiln's serving.kserve.io CRDs installed? config/crd/kserve): %w", err)
+		err := onDemand("InferenceService of KServe", &kservev1beta1.InferenceService{}, func() error {
+			r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
+			if err := r.SetupWithManager(mgr, o.Workers); err != nil {
+				return fmt.Errorf("%w (are kiln's serving.kserve.io CRDs installed? config/crd/kserve)", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if o.Webhook.Port != 0 {

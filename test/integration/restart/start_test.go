@@ -1,10 +1,17 @@
 package restart
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr/funcr"
+
+	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
 	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
 
@@ -17,4 +24,65 @@ func TestServingKServesKindWithoutItsCRDsSaysWhatToInstall(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "config/crd/kserve") {
 		t.Fatalf("manager.New = %v, want an error that names config/crd/kserve", err)
 	}
+}
+
+// A kind's controller is set up at the first object of the kind (DECISIONS #24): a JAXJob
+// created after the manager started runs, and the kinds of which this suite's apiserver holds no
+// object (PaddleJob, MPIJob, PyJob, TrainJob, InferenceService) get no controller.
+func TestAKindsControllerIsSetUpAtItsFirstObject(t *testing.T) {
+	ns := env.Namespace(t)
+	logs := &setups{}
+	o := testenv.ManagerOptions()
+	o.Logger = funcr.New(logs.record, funcr.Options{})
+	stop, err := env.StartManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	job := builder.JAXJob("first", ns).Replicas("Worker", 2).Obj()
+	if err := env.Client.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitCondition(t, job, kubeflowv1.JobCreated, 30*time.Second)
+	if !logs.has("JAXJob") {
+		t.Errorf("the JAXJob controller ran without being set up at the first JAXJob; set up: %v", logs.kinds())
+	}
+	for _, idle := range []string{"PaddleJob", "MPIJob", "PyJob", "TrainJob", "InferenceService"} {
+		if logs.has(idle) {
+			t.Errorf("the %s controller was set up, with no %s in the cluster; set up: %v", idle, idle, logs.kinds())
+		}
+	}
+}
+
+// setups records the kinds whose controllers the manager's log says were set up.
+type setups struct {
+	mu  sync.Mutex
+	set []string
+}
+
+func (s *setups) record(_, args string) {
+	if !strings.Contains(args, "setting up the controller of a kind at its first object") {
+		return
+	}
+	_, kind, _ := strings.Cut(args, `"kind"="`)
+	kind, _, _ = strings.Cut(kind, `"`)
+	s.mu.Lock()
+	s.set = append(s.set, kind)
+	s.mu.Unlock()
+}
+
+func (s *setups) kinds() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.set...)
+}
+
+func (s *setups) has(kind string) bool {
+	for _, k := range s.kinds() {
+		if k == kind {
+			return true
+		}
+	}
+	return false
 }
