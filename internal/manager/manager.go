@@ -263,60 +263,46 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	children := replicajob.NewChildEvents(mgr.GetCache(), jobs, engine.ChildEventBatch)
 	// Each kind's controller is set up at the first object of the kind (DECISIONS #24).
-	onDemand := func(kind string, obj client.Object, setup func() error) error {
-		if err := mgr.Add(ondemand.Controller{Kind: kind, Object: obj, Cache: mgr.GetCache(), Setup: setup, Log: log}); err != nil {
-			return fmt.Errorf("adding the %s controller: %w", kind, err)
-		}
-		return nil
-	}
+	var controllers []ondemand.Controller
 	for _, fw := range frameworks {
-		err := onDemand(fw.Kind, fw.NewJob(), func() error {
+		controllers = append(controllers, ondemand.Controller{Kind: fw.Kind, Object: fw.NewJob(), Setup: func() error {
 			r := replicajob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), fw, eventSink.Recorder("kiln-"+strings.ToLower(fw.Kind)), clock.RealClock{}, engine)
 			return r.SetupWithManager(mgr, o.Workers, children, extras)
-		})
-		if err != nil {
-			return nil, err
-		}
+		}})
 	}
 	if own[pyJobKind] {
-		err := onDemand("PyJob", &trainingv1beta1.PyJob{}, func() error {
+		controllers = append(controllers, ondemand.Controller{Kind: "PyJob", Object: &trainingv1beta1.PyJob{}, Setup: func() error {
 			r := pyjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-pyjob"), clock.RealClock{}, engine.Gang)
 			r.DefaultNetworkPolicy, r.Burst = o.Engine.DefaultNetworkPolicy, engine.Burst
 			return r.SetupWithManager(mgr, o.Workers)
-		})
-		if err != nil {
-			return nil, err
-		}
+		}})
 	}
 	if own[trainJobKind] {
-		err := onDemand("TrainJob", &trainerv1alpha1.TrainJob{}, func() error {
+		controllers = append(controllers, ondemand.Controller{Kind: "TrainJob", Object: &trainerv1alpha1.TrainJob{}, Setup: func() error {
 			r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-trainjob"), clock.RealClock{}, engine.Gang)
 			r.Burst = engine.Burst
 			return r.SetupWithManager(mgr, o.Workers)
-		})
-		if err != nil {
-			return nil, err
-		}
+		}})
 	}
 	if own[inferenceServiceKind] {
-		err := onDemand("InferenceService", &servingv1beta1.InferenceService{}, func() error {
+		controllers = append(controllers, ondemand.Controller{Kind: "InferenceService", Object: &servingv1beta1.InferenceService{}, Setup: func() error {
 			r := inferenceservice.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-inferenceservice"), clock.RealClock{}, servingOptions(o))
 			return r.SetupWithManager(mgr, o.Workers)
-		})
-		if err != nil {
-			return nil, err
-		}
+		}})
 	}
 	if own[kserveInferenceServiceKind] {
-		err := onDemand("InferenceService of KServe", &kservev1beta1.InferenceService{}, func() error {
+		controllers = append(controllers, ondemand.Controller{Kind: "InferenceService of KServe", Object: &kservev1beta1.InferenceService{}, Setup: func() error {
 			r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
 			if err := r.SetupWithManager(mgr, o.Workers); err != nil {
 				return fmt.Errorf("%w (are kiln's serving.kserve.io CRDs installed? config/crd/kserve)", err)
 			}
 			return nil
-		})
-		if err != nil {
-			return nil, err
+		}})
+	}
+	for _, c := range controllers {
+		c.Cache, c.Log = mgr.GetCache(), log
+		if err := mgr.Add(c); err != nil {
+			return nil, fmt.Errorf("adding the %s controller: %w", c.Kind, err)
 		}
 	}
 	if o.Webhook.Port != 0 {
