@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -27,18 +28,26 @@ type Controller struct {
 	Log    logr.Logger
 }
 
+// syncTimeout is how long the watch of a kind's objects may take to fill: controller-runtime's
+// default for a controller's sources (CacheSyncTimeout).
+const syncTimeout = 2 * time.Minute
+
 // NeedLeaderElection is true: the controllers it sets up run on the leader only.
 func (Controller) NeedLeaderElection() bool { return true }
 
 // Start waits for the first object, sets the controller up and returns; without an object it
 // returns when ctx ends.
 func (c Controller) Start(ctx context.Context) error {
-	inf, err := c.Cache.GetInformer(ctx, c.Object)
+	// A watch that cannot fill (kiln may not list the kind) stops kiln, as a controller's
+	// sources that do not sync in time do.
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	inf, err := c.Cache.GetInformer(syncCtx, c.Object)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("watching %ss: %w", c.Kind, err)
+		return fmt.Errorf("watching %ss (can kiln list them? its ClusterRole, config/rbac): %w", c.Kind, err)
 	}
 	first := make(chan struct{})
 	var once sync.Once
