@@ -26,6 +26,8 @@ type Controller struct {
 	Cache  cache.Cache
 	Setup  func() error
 	Log    logr.Logger
+	// SyncTimeout is how long the watch of the kind's objects may take to fill; 0: two minutes.
+	SyncTimeout time.Duration
 }
 
 // syncTimeout is how long the watch of a kind's objects may take to fill: controller-runtime's
@@ -40,9 +42,16 @@ func (Controller) NeedLeaderElection() bool { return true }
 func (c Controller) Start(ctx context.Context) error {
 	// A watch that cannot fill (kiln may not list the kind) stops kiln, as a controller's
 	// sources that do not sync in time do.
-	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	timeout := c.SyncTimeout
+	if timeout == 0 {
+		timeout = syncTimeout
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inf, err := c.Cache.GetInformer(syncCtx, c.Object)
+	if err == nil && !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) { // GetInformer waits only in a started cache
+		err = fmt.Errorf("not filled in %s", timeout)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

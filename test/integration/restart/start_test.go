@@ -7,10 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/manager"
+	"github.com/kiln-ml/kiln/internal/ondemand"
 	"github.com/kiln-ml/kiln/test/builder"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -52,6 +57,26 @@ func TestAKindsControllerIsSetUpAtItsFirstObject(t *testing.T) {
 		if logs.has(idle) {
 			t.Errorf("the %s controller was set up, with no %s in the cluster; set up: %v", idle, idle, logs.kinds())
 		}
+	}
+}
+
+// A kind kiln may not list stops kiln with an error that says what to check, once the watch of
+// its objects had its time to fill, rather than leaving the kind without a controller unsaid.
+func TestAKindKilnMayNotListStopsItWithAnError(t *testing.T) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "kiln-test-nobody"} // no role bound
+	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	gate := ondemand.Controller{Kind: "PyJob", Object: &trainingv1beta1.PyJob{}, Cache: c, Log: logr.Discard(), SyncTimeout: 3 * time.Second,
+		Setup: func() error { t.Error("the PyJob controller was set up by a watch that could not list PyJobs"); return nil }}
+	err = gate.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "can kiln list them?") {
+		t.Fatalf("Start = %v, want an error asking whether kiln may list PyJobs", err)
 	}
 }
 
