@@ -73,7 +73,10 @@ func TestAKindKilnMayNotListStopsItWithAnError(t *testing.T) {
 	defer cancel()
 	go func() { _ = c.Start(ctx) }()
 	gate := ondemand.Controller{Kind: "PyJob", Object: &trainingv1beta1.PyJob{}, Cache: c, Log: logr.Discard(), SyncTimeout: 3 * time.Second,
-		Setup: func() error { t.Error("the PyJob controller was set up by a watch that could not list PyJobs"); return nil }}
+		Setup: func() error {
+			t.Error("the PyJob controller was set up by a watch that could not list PyJobs")
+			return nil
+		}}
 	err = gate.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), "can kiln list them?") {
 		t.Fatalf("Start = %v, want an error asking whether kiln may list PyJobs", err)
