@@ -237,7 +237,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		if meta.IsNoMatchError(err) { // a kind's cache entry (cacheOptions: the runtimes) names a kind the cluster does not serve
-			return nil, fmt.Errorf("creating the manager: %w (install the CRDs of the kinds kiln serves, --kinds: config/crd, and config/crd/kserve for KServe's)", err)
+			return nil, fmt.Errorf("creating the manager: %w (%s)", err, installCRDs)
 		}
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
@@ -293,14 +293,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if own[kserveInferenceServiceKind] {
 		controllers = append(controllers, ondemand.Controller{Kind: "InferenceService of KServe", Object: &kservev1beta1.InferenceService{}, Setup: func() error {
 			r := inferenceservice.NewKServeReconciler(mgr.GetClient(), mgr.GetAPIReader(), eventSink.Recorder("kiln-kserve-inferenceservice"), clock.RealClock{}, servingOptions(o))
-			if err := r.SetupWithManager(mgr, o.Workers); err != nil {
-				return fmt.Errorf("%w (are kiln's serving.kserve.io CRDs installed? config/crd/kserve)", err)
-			}
-			return nil
+			return r.SetupWithManager(mgr, o.Workers)
 		}})
 	}
 	for _, c := range controllers {
-		c.Cache, c.Log = mgr.GetCache(), log
+		c.Cache, c.Log, c.NotServed = mgr.GetCache(), log, installCRDs
 		if err := mgr.Add(c); err != nil {
 			return nil, fmt.Errorf("adding the %s controller: %w", c.Kind, err)
 		}
@@ -334,6 +331,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	return withEvents{Manager: mgr, events: eventSink}, nil
 }
+
+// installCRDs is what to do when the cluster does not serve a kind kiln is told to serve.
+const installCRDs = "install the CRDs of the kinds kiln serves, --kinds: config/crd, and config/crd/kserve for KServe's"
 
 // gracefulShutdownTimeout and eventsFlushTimeout are how long a stopping manager gives its
 // controllers and runnables, and then its event sink, to finish: 25 s together, within the 30 s

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,8 @@ type Controller struct {
 	Cache  cache.Cache
 	Setup  func() error
 	Log    logr.Logger
+	// NotServed says what to do when the cluster does not serve the kind.
+	NotServed string
 	// SyncTimeout is how long the watch of the kind's objects may take to fill; 0: two minutes.
 	SyncTimeout time.Duration
 }
@@ -46,17 +49,20 @@ func (c Controller) Start(ctx context.Context) error {
 	if timeout == 0 {
 		timeout = syncTimeout
 	}
-	syncCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	inf, err := c.Cache.GetInformer(syncCtx, c.Object)
-	if err == nil && !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) { // GetInformer waits only in a started cache
-		err = fmt.Errorf("not filled in %s", timeout)
+	inf, err := c.Cache.GetInformer(ctx, c.Object, cache.BlockUntilSynced(false))
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("watching %ss: %w (%s)", c.Kind, err, c.NotServed)
 	}
 	if err != nil {
+		return fmt.Errorf("watching %ss: %w", c.Kind, err)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("watching %ss (can kiln list them? its ClusterRole, config/rbac): %w", c.Kind, err)
+		return fmt.Errorf("watching %ss: not filled in %s (can kiln list them? its ClusterRole, config/rbac)", c.Kind, timeout)
 	}
 	first := make(chan struct{})
 	var once sync.Once

@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubeflowv1 "github.com/kiln-ml/kiln/api/kubeflow.org/v1"
+	kservev1beta1 "github.com/kiln-ml/kiln/api/serving.kserve.io/v1beta1"
 	trainingv1beta1 "github.com/kiln-ml/kiln/api/training/v1beta1"
 	"github.com/kiln-ml/kiln/internal/manager"
 	"github.com/kiln-ml/kiln/internal/ondemand"
@@ -60,26 +63,38 @@ func TestAKindsControllerIsSetUpAtItsFirstObject(t *testing.T) {
 	}
 }
 
-// A kind kiln may not list stops kiln with an error that says what to check, once the watch of
-// its objects had its time to fill, rather than leaving the kind without a controller unsaid.
-func TestAKindKilnMayNotListStopsItWithAnError(t *testing.T) {
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "kiln-test-nobody"} // no role bound
-	c, err := cache.New(cfg, cache.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _ = c.Start(ctx) }()
-	gate := ondemand.Controller{Kind: "PyJob", Object: &trainingv1beta1.PyJob{}, Cache: c, Log: logr.Discard(), SyncTimeout: 3 * time.Second,
-		Setup: func() error {
-			t.Error("the PyJob controller was set up by a watch that could not list PyJobs")
-			return nil
-		}}
-	err = gate.Start(ctx)
-	if err == nil || !strings.Contains(err.Error(), "can kiln list them?") {
-		t.Fatalf("Start = %v, want an error asking whether kiln may list PyJobs", err)
+// A kind kiln may not list, or one the cluster does not serve, stops kiln with an error that says
+// what to check (once the watch of its objects had its time to fill, for the first), rather than
+// leaving the kind without a controller unsaid.
+func TestAKindKilnCannotWatchStopsItWithAnError(t *testing.T) {
+	nobody := rest.CopyConfig(env.Config)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "kiln-test-nobody"} // no role bound
+	for _, tc := range []struct {
+		name string
+		cfg  *rest.Config
+		obj  client.Object
+		want string
+	}{
+		{"not allowed to list", nobody, &trainingv1beta1.PyJob{}, "can kiln list them?"},
+		{"not served", env.Config, &kservev1beta1.InferenceService{}, "install the CRDs"}, // this suite's apiserver has no KServe CRDs
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := cache.New(tc.cfg, cache.Options{Scheme: manager.Scheme()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			go func() { _ = c.Start(ctx) }()
+			gate := ondemand.Controller{Kind: "Thing", Object: tc.obj, Cache: c, Log: logr.Discard(), NotServed: "install the CRDs", SyncTimeout: 3 * time.Second,
+				Setup: func() error {
+					t.Error("the controller was set up by a watch that could not fill")
+					return nil
+				}}
+			if err := gate.Start(ctx); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start = %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -106,11 +121,4 @@ func (s *setups) kinds() []string {
 	return append([]string(nil), s.set...)
 }
 
-func (s *setups) has(kind string) bool {
-	for _, k := range s.kinds() {
-		if k == kind {
-			return true
-		}
-	}
-	return false
-}
+func (s *setups) has(kind string) bool { return slices.Contains(s.kinds(), kind) }
