@@ -3,8 +3,11 @@ package devcluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -102,14 +105,43 @@ func UninstallWebhooks(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// FreeAddr is a 127.0.0.1 address with a port nobody listens on (for a moment).
+// FreeAddr is a 127.0.0.1 address with a port nobody listens on (for a moment). The port is
+// drawn at random from quietPorts, where neither another process's listen on port 0 nor an
+// outgoing connection can take it before the caller listens on it (a port from the kernel's
+// ephemeral range was, once, under the load of several suites: a manager then failed with
+// "address already in use"); any free port when there is no such room.
 func FreeAddr() (string, error) {
+	if lo, hi, ok := quietPorts(); ok {
+		for range 64 {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo))))
+			if err == nil {
+				defer l.Close()
+				return l.Addr().String(), nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("finding a free local port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// quietPorts are [lo, hi): ports from 20000 up to 30000, or to the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, from which it hands out ports for listens on port 0 and for
+// outgoing connections) if it starts lower; under the ports kwokctl takes, downward from 32767.
+// ok is false when fewer than 1000 remain.
+func quietPorts() (lo, hi int, ok bool) {
+	lo, hi = 20000, 30000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil {
+				hi = min(hi, start)
+			}
+		}
+	}
+	return lo, hi, hi-lo >= 1000
 }
 
 // WaitForWebhooks waits until the apiserver admits through kiln's webhooks: a server-side dry

@@ -4,14 +4,12 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,39 +45,24 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, &env, func(e *testenv.Env) (func(), error) {
-		// An address found free may be taken before the manager listens on it: the fuzz
-		// workers, each a process with this suite's setup, start together, beside other suites.
-		for tries := 1; ; tries++ {
-			stop, err := startManager(e)
-			if err == nil || !errors.Is(err, syscall.EADDRINUSE) || tries == 3 {
-				return stop, err
-			}
-			if err := e.UninstallWebhooks(); err != nil { // installed for the addresses given up
-				return nil, err
-			}
+		webhookAddr, err := devcluster.FreeAddr()
+		if err != nil {
+			return nil, err
 		}
+		if probeAddr, err = devcluster.FreeAddr(); err != nil {
+			return nil, err
+		}
+		o, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), webhookAddr, 500*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		o.ProbeAddr = probeAddr
+		opts = o
+		if err := e.InstallWebhooks(o); err != nil {
+			return nil, err
+		}
+		return e.StartManager(o)
 	}))
-}
-
-// startManager starts the suite's manager, its webhooks and probes on addresses found free.
-func startManager(e *testenv.Env) (func(), error) {
-	webhookAddr, err := devcluster.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	if probeAddr, err = devcluster.FreeAddr(); err != nil {
-		return nil, err
-	}
-	o, err := devcluster.LocalWebhooks(testenv.ManagerOptions(), webhookAddr, 500*time.Millisecond)
-	if err != nil {
-		return nil, err
-	}
-	o.ProbeAddr = probeAddr
-	opts = o
-	if err := e.InstallWebhooks(o); err != nil {
-		return nil, err
-	}
-	return e.StartManager(o)
 }
 
 // ready waits until the webhooks answer.
