@@ -152,7 +152,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.Webhook.SecretName, "webhook-secret", "kiln-webhook-cert", "Secret that holds kiln's webhook CA and serving certificate")
 	webhookService := fs.String("webhook-service", "kiln-webhook", "Service the apiserver reaches the webhooks through; its DNS names go into the certificate")
 	webhookHosts := fs.String("webhook-hosts", "", "comma-separated extra host names or IP addresses for the webhook certificate")
-	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC host:port to send traces to; default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP receiver to send traces to (host:port, usually port 4318, or an http(s) URL; /v1/traces is appended); default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
 	var logs logging.Options
 	logs.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -182,7 +182,7 @@ func runManager(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), apiBurst
 	ctx := ctrl.SetupSignalHandler()
-	shutdown, err := tracing.Setup(ctx, *otlp)
+	shutdown, err := tracing.Setup(*otlp)
 	if err != nil {
 		return fmt.Errorf("--otlp-endpoint: %w", err)
 	}

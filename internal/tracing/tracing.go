@@ -1,6 +1,7 @@
 // Package tracing gives kiln OpenTelemetry spans: one per reconcile, with a child per API write.
 // Tracing is off (a no-op provider) unless an OTLP endpoint is configured, by flag or by the
-// standard OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables.
+// standard OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables. Spans go
+// over OTLP/HTTP (otlp.go).
 package tracing
 
 import (
@@ -10,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -19,17 +19,14 @@ import (
 
 const instrumentation = "github.com/kiln-ml/kiln"
 
-// Setup installs an OTLP/gRPC exporter as the global tracer provider when endpoint (host:port)
-// or the standard OTEL_* variables name one, and returns its shutdown; otherwise it does nothing.
-func Setup(ctx context.Context, endpoint string) (shutdown func(context.Context) error, err error) {
+// Setup installs an OTLP/HTTP exporter as the global tracer provider when endpoint (host:port or
+// a URL) or the standard OTEL_* variables name one, and returns its shutdown; otherwise it does
+// nothing.
+func Setup(endpoint string) (shutdown func(context.Context) error, err error) {
 	if endpoint == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return func(context.Context) error { return nil }, nil
 	}
-	var opts []otlptracegrpc.Option
-	if endpoint != "" {
-		opts = append(opts, otlptracegrpc.WithEndpoint(endpoint))
-	}
-	exp, err := otlptracegrpc.New(ctx, opts...)
+	exp, err := newExporter(endpoint, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
