@@ -182,7 +182,7 @@ func runManager(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), apiBurst
 	ctx := ctrl.SetupSignalHandler()
-	shutdown, err := tracing.Setup(*otlp)
+	shutdown, err := tracing.Setup(*otlp, ctrl.Log.WithName("tracing"))
 	if err != nil {
 		return fmt.Errorf("--otlp-endpoint: %w", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -83,7 +85,7 @@ func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team%20a, authorization=Bearer%20t0ken")
 	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
-	shutdown, err := Setup("")
+	shutdown, err := Setup("", logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +153,31 @@ func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
 		}
+	}
+}
+
+func TestAFailedExportIsLogged(t *testing.T) {
+	rcv := newReceiver(t, http.StatusBadRequest)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10") // ms: the batcher exports at once, as it does every 5 s
+	logged := make(chan string, 10)
+	log := funcr.New(func(_, args string) { logged <- args }, funcr.Options{})
+	shutdown, err := Setup(rcv.URL, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = shutdown(context.Background())
+		otel.SetTracerProvider(off)
+	})
+	_, end := Start(context.Background(), "reconcile", "PyJob", "ns", "job-a")
+	end(nil)
+	select {
+	case l := <-logged:
+		if !strings.Contains(l, `"msg"="exporting traces"`) || !strings.Contains(l, "400 Bad Request") {
+			t.Errorf("logged %s, want the error naming the receiver's answer", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no error logged 10 s after a span was sent to a receiver that refuses it")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,8 +22,8 @@ const instrumentation = "github.com/kiln-ml/kiln"
 
 // Setup installs an OTLP/HTTP exporter as the global tracer provider when endpoint (host:port or
 // a URL) or the standard OTEL_* variables name one, and returns its shutdown; otherwise it does
-// nothing.
-func Setup(endpoint string) (shutdown func(context.Context) error, err error) {
+// nothing. An export that fails is logged to log.
+func Setup(endpoint string, log logr.Logger) (shutdown func(context.Context) error, err error) {
 	if endpoint == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return func(context.Context) error { return nil }, nil
 	}
@@ -30,6 +31,7 @@ func Setup(endpoint string) (shutdown func(context.Context) error, err error) {
 	if err != nil {
 		return nil, err
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Error(err, "exporting traces") }))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("kiln"))))
 	otel.SetTracerProvider(tp)
@@ -40,10 +42,6 @@ func Setup(endpoint string) (shutdown func(context.Context) error, err error) {
 // nothing. While it is the provider, Start makes no span at all.
 var off = otel.GetTracerProvider()
 
-// tracer is kiln's tracer of the global provider; otel hands the spans of tracers taken before a
-// provider is set to that provider once it is.
-var tracer = otel.Tracer(instrumentation)
-
 // Start starts a span under ctx's about the object kind namespace/name; end records err (if any)
 // and ends it. With tracing off it costs nothing (a span that records nothing, its attributes and
 // its context were a measurable share of the bytes kiln allocated in a burst of jobs; measured:
@@ -52,7 +50,9 @@ func Start(ctx context.Context, name, kind, namespace, objName string) (context.
 	if otel.GetTracerProvider() == off {
 		return ctx, func(error) {}
 	}
-	ctx, span := tracer.Start(ctx, name, trace.WithAttributes(
+	// The provider's tracer, asked for each span: a tracer taken before a provider was set
+	// follows the first provider set only.
+	ctx, span := otel.Tracer(instrumentation).Start(ctx, name, trace.WithAttributes(
 		attribute.String("k8s.kind", kind), attribute.String("k8s.namespace", namespace), attribute.String("k8s.name", objName)))
 	return ctx, func(err error) {
 		if err != nil {
