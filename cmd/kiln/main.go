@@ -182,11 +182,16 @@ func runManager(args []string) error {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), apiBurst
 	ctx := ctrl.SetupSignalHandler()
-	shutdown, err := tracing.Setup(*otlp, ctrl.Log.WithName("tracing"))
+	traceLog := ctrl.Log.WithName("tracing")
+	shutdown, err := tracing.Setup(*otlp, traceLog)
 	if err != nil {
-		return fmt.Errorf("--otlp-endpoint: %w", err)
+		return fmt.Errorf("tracing: %w", err) // the error names the flag or variable
 	}
-	defer func() { _ = shutdown(context.Background()) }()
+	defer func() {
+		if err := shutdown(context.Background()); err != nil {
+			traceLog.Error(err, "exporting the last traces")
+		}
+	}()
 	mgr, err := manager.New(cfg, o)
 	if err != nil {
 		return err
