@@ -152,7 +152,7 @@ func runManager(args []string) error {
 	fs.StringVar(&o.Webhook.SecretName, "webhook-secret", "kiln-webhook-cert", "Secret that holds kiln's webhook CA and serving certificate")
 	webhookService := fs.String("webhook-service", "kiln-webhook", "Service the apiserver reaches the webhooks through; its DNS names go into the certificate")
 	webhookHosts := fs.String("webhook-hosts", "", "comma-separated extra host names or IP addresses for the webhook certificate")
-	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP receiver to send traces to (host:port, usually port 4318, or an http(s) URL; /v1/traces is appended); default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP receiver to send traces to: host:port (HTTPS; plain HTTP with OTEL_EXPORTER_OTLP_INSECURE=true) or an http(s) URL, usually port 4318, /v1/traces appended; default the OTEL_EXPORTER_OTLP_* variables, or no tracing")
 	var logs logging.Options
 	logs.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -188,8 +188,11 @@ func runManager(args []string) error {
 		return fmt.Errorf("tracing: %w", err) // the error names the flag or variable
 	}
 	defer func() {
-		if err := shutdown(context.Background()); err != nil {
-			traceLog.Error(err, "exporting the last traces")
+		// Within the pod's grace period (30 s), which the manager's own stop shares.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			traceLog.Error(err, "stopping the trace exporter: spans not yet sent are lost")
 		}
 	}()
 	mgr, err := manager.New(cfg, o)

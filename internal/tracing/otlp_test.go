@@ -3,10 +3,13 @@ package tracing
 import (
 	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -34,17 +37,28 @@ type receiver struct {
 	requests []*http.Request
 	got      []*coltracepb.ExportTraceServiceRequest
 	answers  []int // status codes to answer with, in turn; then 200
+	// retryAfter is the Retry-After header of those answers, if any.
+	retryAfter string
 }
 
 func newReceiver(t *testing.T, answers ...int) *receiver {
 	r := &receiver{answers: answers}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = httptest.NewServer(r.handler())
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.requests = append(r.requests, req)
 		if len(r.answers) > 0 {
 			code := r.answers[0]
 			r.answers = r.answers[1:]
+			if r.retryAfter != "" {
+				w.Header().Set("Retry-After", r.retryAfter)
+			}
 			http.Error(w, "busy", code)
 			return
 		}
@@ -69,9 +83,7 @@ func newReceiver(t *testing.T, answers ...int) *receiver {
 		}
 		r.got = append(r.got, &m)
 		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	t.Cleanup(r.Close)
-	return r
+	})
 }
 
 func (r *receiver) received() ([]*http.Request, []*coltracepb.ExportTraceServiceRequest) {
@@ -83,7 +95,7 @@ func (r *receiver) received() ([]*http.Request, []*coltracepb.ExportTraceService
 func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 	rcv := newReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team%20a, authorization=Bearer%20t0ken")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team%20a, authorization=Bearer%20t0ken, content-type=text/plain")
 	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
 	shutdown, err := Setup("", logr.Discard())
 	if err != nil {
@@ -109,6 +121,9 @@ func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 			t.Errorf("header %s: %q, want %q", k, h.Get(k), want)
 		}
 	}
+	if ua := h.Get("User-Agent"); !strings.HasPrefix(ua, "kiln/") {
+		t.Errorf("User-Agent %q, want kiln/<version>", ua)
+	}
 	rs := got[0].ResourceSpans
 	if len(rs) != 1 || len(rs[0].ScopeSpans) != 1 {
 		t.Fatalf("want one resource with one scope: %v", got[0])
@@ -117,8 +132,8 @@ func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 		t.Errorf("resource attributes (-want +got):\n%s", diff)
 	}
 	ss := rs[0].ScopeSpans[0]
-	if ss.Scope.GetName() != instrumentation {
-		t.Errorf("scope %q, want %q", ss.Scope.GetName(), instrumentation)
+	if ss.Scope.GetName() != scopeName {
+		t.Errorf("scope %q, want %q", ss.Scope.GetName(), scopeName)
 	}
 	spans := map[string]*tracepb.Span{}
 	for _, s := range ss.Spans {
@@ -159,8 +174,13 @@ func TestReconcileSpansReachAnOTLPHTTPReceiver(t *testing.T) {
 func TestAFailedExportIsLogged(t *testing.T) {
 	rcv := newReceiver(t, http.StatusBadRequest)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10") // ms: the batcher exports at once, as it does every 5 s
-	logged := make(chan string, 10)
-	log := funcr.New(func(_, args string) { logged <- args }, funcr.Options{})
+	logged := make(chan string, 1)
+	log := funcr.New(func(_, args string) {
+		select {
+		case logged <- args:
+		default:
+		}
+	}, funcr.Options{})
 	shutdown, err := Setup(rcv.URL, log)
 	if err != nil {
 		t.Fatal(err)
@@ -168,12 +188,13 @@ func TestAFailedExportIsLogged(t *testing.T) {
 	t.Cleanup(func() {
 		_ = shutdown(context.Background())
 		otel.SetTracerProvider(off)
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 	})
 	_, end := Start(context.Background(), "reconcile", "PyJob", "ns", "job-a")
 	end(nil)
 	select {
 	case l := <-logged:
-		if !strings.Contains(l, `"msg"="exporting traces"`) || !strings.Contains(l, "400 Bad Request") {
+		if !strings.Contains(l, `"msg"="OpenTelemetry reported an error"`) || !strings.Contains(l, "400 Bad Request") {
 			t.Errorf("logged %s, want the error naming the receiver's answer", l)
 		}
 	case <-time.After(10 * time.Second):
@@ -186,6 +207,8 @@ func TestEveryAttributeTypeIsSent(t *testing.T) {
 		attribute.Bool("b", true), attribute.Int("i", -3), attribute.Float64("f", 0.5), attribute.String("s", "x"),
 		attribute.BoolSlice("bs", []bool{true, false}), attribute.Int64Slice("is", []int64{1, 2}),
 		attribute.Float64Slice("fs", []float64{1.5}), attribute.StringSlice("ss", []string{"a", "b"}),
+		attribute.ByteSlice("by", []byte{7}), attribute.Slice("sl", attribute.IntValue(1), attribute.StringValue("x")),
+		attribute.Map("m", attribute.String("k", "v")),
 	}
 	got := keyValues(kvs)
 	value := func(v any) *commonpb.AnyValue {
@@ -210,6 +233,9 @@ func TestEveryAttributeTypeIsSent(t *testing.T) {
 		{Key: "b", Value: value(true)}, {Key: "i", Value: value(int64(-3))}, {Key: "f", Value: value(0.5)}, {Key: "s", Value: value("x")},
 		{Key: "bs", Value: arr(true, false)}, {Key: "is", Value: arr(int64(1), int64(2))},
 		{Key: "fs", Value: arr(1.5)}, {Key: "ss", Value: arr("a", "b")},
+		{Key: "by", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{7}}}},
+		{Key: "sl", Value: arr(int64(1), "x")},
+		{Key: "m", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: []*commonpb.KeyValue{str("k", "v")}}}}},
 	}
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 		t.Errorf("attributes (-want +got):\n%s", diff)
@@ -230,6 +256,67 @@ func TestABusyReceiverIsAskedAgain(t *testing.T) {
 	}
 }
 
+func TestABusyReceiversRetryAfterIsWaited(t *testing.T) {
+	rcv := newReceiver(t, http.StatusTooManyRequests)
+	rcv.retryAfter = "2"
+	e, err := newExporter(rcv.URL, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.exportOne(t); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("asked again after %s, want after the receiver's Retry-After: 2 (s)", took)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	rcv := &receiver{}
+	rcv.Server = httptest.NewTLSServer(rcv.handler())
+	t.Cleanup(rcv.Close)
+
+	// Not trusted: a certificate error, which trying again would not mend.
+	e, err := newExporter(rcv.URL, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := e.send(context.Background(), nil)
+	if again || err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("again=%v, err=%v; want a certificate error, not tried again", again, err)
+	}
+
+	// Trusted through the variable.
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err = newExporter(rcv.URL, func(k string) string { return map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": ca}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.exportOne(t); err != nil {
+		t.Fatalf("exporting to a receiver whose CA is given: %v", err)
+	}
+	if _, got := rcv.received(); len(got) != 1 {
+		t.Errorf("the receiver took %d requests, want 1", len(got))
+	}
+}
+
+func TestAnUnreachableReceiverIsTriedAgain(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	e, err := newExporter(gone.URL, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := e.send(context.Background(), nil)
+	if !again || err == nil {
+		t.Errorf("again=%v, err=%v; want connection refused, tried again", again, err)
+	}
+}
+
 func TestAReceiverThatRefusesSaysWhereToLook(t *testing.T) {
 	rcv := newReceiver(t, http.StatusNotFound)
 	e, err := newExporter(rcv.URL, noEnv)
@@ -237,7 +324,7 @@ func TestAReceiverThatRefusesSaysWhereToLook(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.exportOne(t)
-	if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "4318") {
+	if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "4318") || !strings.Contains(err.Error(), "/v1/traces") {
 		t.Fatalf("err = %v, want the status and the OTLP/HTTP port", err)
 	}
 	if requests, _ := rcv.received(); len(requests) != 1 {
@@ -255,25 +342,30 @@ func (e *exporter) exportOne(t *testing.T) error {
 
 func TestExporterConfiguration(t *testing.T) {
 	tests := []struct {
-		name     string
-		endpoint string
-		env      map[string]string
-		wantURL  string
-		wantErr  string // a part of the error
+		name      string
+		endpoint  string
+		env       map[string]string
+		wantURL   string
+		wantErr   string // a part of the error
+		wantNoErr string // a part the error must not show (a secret)
 	}{
-		{name: "host:port", endpoint: "collector:4318", wantURL: "http://collector:4318/v1/traces"},
+		{name: "host:port", endpoint: "collector:4318", wantURL: "https://collector:4318/v1/traces"},
+		{name: "host:port, insecure", endpoint: "collector:4318", env: map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "true"}, wantURL: "http://collector:4318/v1/traces"},
 		{name: "a base URL", endpoint: "https://otel.example/otlp/", wantURL: "https://otel.example/otlp/v1/traces"},
 		{name: "the variable", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, wantURL: "http://c:4318/v1/traces"},
 		{name: "the traces variable, whole", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:9/traces"}, wantURL: "http://t:9/traces"},
-		{name: "the flag over the variables", endpoint: "f:1", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:9/traces"}, wantURL: "http://f:1/v1/traces"},
-		{name: "http/protobuf", endpoint: "c:4318", env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, wantURL: "http://c:4318/v1/traces"},
+		{name: "the flag over the variables", endpoint: "http://f:1", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:9/traces"}, wantURL: "http://f:1/v1/traces"},
+		{name: "http/protobuf", endpoint: "c:4318", env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, wantURL: "https://c:4318/v1/traces"},
 		{name: "gRPC", endpoint: "c:4317", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, wantErr: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc: kiln sends traces over OTLP/HTTP only"},
 		{name: "another scheme", endpoint: "unix:///run/otel.sock", wantErr: "--otlp-endpoint=unix:///run/otel.sock: not an http or https URL"},
-		{name: "headers", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"}, wantErr: `OTEL_EXPORTER_OTLP_HEADERS: "b" is not key=value`},
+		{name: "a password in the URL", endpoint: "ftp://kiln:s3cret@c:1", wantErr: "--otlp-endpoint=ftp://kiln:xxxxx@c:1", wantNoErr: "s3cret"},
+		{name: "headers", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,Authorization:Bearer s3cret"}, wantErr: "OTEL_EXPORTER_OTLP_HEADERS: pair 2 is not key=value", wantNoErr: "s3cret"},
+		{name: "a header name", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "bad name=s3cret"}, wantErr: `OTEL_EXPORTER_OTLP_HEADERS: pair 1 ("bad name") is not a valid HTTP header`, wantNoErr: "s3cret"},
 		{name: "timeout", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "5s"}, wantErr: "OTEL_EXPORTER_OTLP_TIMEOUT=5s: give the timeout in milliseconds"},
 		{name: "compression", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, wantErr: "OTEL_EXPORTER_OTLP_COMPRESSION=zstd: kiln compresses with gzip or none"},
 		{name: "a CA file that is not there", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem"}, wantErr: "OTEL_EXPORTER_OTLP_CERTIFICATE: open /nonexistent/ca.pem"},
 		{name: "a client certificate without its key", endpoint: "c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "/x.pem"}, wantErr: "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both"},
+		{name: "a CA for plain HTTP", endpoint: "http://c:1", env: map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": caFile(t)}, wantErr: "but http://c:1/v1/traces is plain HTTP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,6 +374,9 @@ func TestExporterConfiguration(t *testing.T) {
 			case tt.wantErr != "":
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to say %q", err, tt.wantErr)
+				}
+				if tt.wantNoErr != "" && strings.Contains(err.Error(), tt.wantNoErr) {
+					t.Errorf("err = %v shows %q", err, tt.wantNoErr)
 				}
 			case err != nil:
 				t.Fatal(err)
@@ -294,11 +389,22 @@ func TestExporterConfiguration(t *testing.T) {
 
 func noEnv(string) string { return "" }
 
+// caFile is a file with a CA certificate (a test server's).
+func caFile(t *testing.T) string {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // recordedSpans is one ended span, as the SDK hands it to an exporter.
 func recordedSpans(t *testing.T) []sdktrace.ReadOnlySpan {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	_, span := tp.Tracer(instrumentation).Start(context.Background(), "reconcile")
+	_, span := tp.Tracer(scopeName).Start(context.Background(), "reconcile")
 	span.End()
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package tracing
 import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -16,8 +17,8 @@ import (
 // one field, the same number); the request's own type would link gRPC's service code.
 func tracesData(spans []sdktrace.ReadOnlySpan) *tracepb.TracesData {
 	type scopeKey struct {
-		res                      attribute.Distinct
-		name, version, schemaURL string
+		res   attribute.Distinct
+		scope instrumentation.Scope
 	}
 	var (
 		data      tracepb.TracesData
@@ -34,7 +35,7 @@ func tracesData(spans []sdktrace.ReadOnlySpan) *tracepb.TracesData {
 			data.ResourceSpans = append(data.ResourceSpans, rs)
 		}
 		scope := s.InstrumentationScope()
-		sk := scopeKey{rk, scope.Name, scope.Version, scope.SchemaURL}
+		sk := scopeKey{rk, scope}
 		ss := scopes[sk]
 		if ss == nil {
 			ss = &tracepb.ScopeSpans{SchemaUrl: scope.SchemaURL, Scope: &commonpb.InstrumentationScope{

@@ -7,6 +7,7 @@ package tracing
 import (
 	"context"
 	"os"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -18,7 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-const instrumentation = "github.com/kiln-ml/kiln"
+// scopeName is the instrumentation scope of kiln's spans.
+const scopeName = "github.com/kiln-ml/kiln"
 
 // Setup installs an OTLP/HTTP exporter as the global tracer provider when endpoint (host:port or
 // a URL) or the standard OTEL_* variables name one, and returns its shutdown; otherwise it does
@@ -31,7 +33,7 @@ func Setup(endpoint string, log logr.Logger) (shutdown func(context.Context) err
 	if err != nil {
 		return nil, err
 	}
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Error(err, "exporting traces") }))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Error(err, "OpenTelemetry reported an error") }))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("kiln"))))
 	otel.SetTracerProvider(tp)
@@ -50,9 +52,7 @@ func Start(ctx context.Context, name, kind, namespace, objName string) (context.
 	if otel.GetTracerProvider() == off {
 		return ctx, func(error) {}
 	}
-	// The provider's tracer, asked for each span: a tracer taken before a provider was set
-	// follows the first provider set only.
-	ctx, span := otel.Tracer(instrumentation).Start(ctx, name, trace.WithAttributes(
+	ctx, span := tracerOf(otel.GetTracerProvider()).Start(ctx, name, trace.WithAttributes(
 		attribute.String("k8s.kind", kind), attribute.String("k8s.namespace", namespace), attribute.String("k8s.name", objName)))
 	return ctx, func(err error) {
 		if err != nil {
@@ -61,4 +61,23 @@ func Start(ctx context.Context, name, kind, namespace, objName string) (context.
 		}
 		span.End()
 	}
+}
+
+// tracer is kiln's tracer of provider p. A tracer taken before a provider was set would follow
+// the first provider ever set only, and asking p for one at every span takes its lock.
+type tracer struct {
+	p trace.TracerProvider
+	t trace.Tracer
+}
+
+var lastTracer atomic.Pointer[tracer]
+
+// tracerOf is p's tracer of kiln's scope.
+func tracerOf(p trace.TracerProvider) trace.Tracer {
+	if last := lastTracer.Load(); last != nil && last.p == p {
+		return last.t
+	}
+	t := p.Tracer(scopeName)
+	lastTracer.Store(&tracer{p: p, t: t})
+	return t
 }
