@@ -288,10 +288,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	// Trusted through the variable.
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rcv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := caFileOf(t, rcv.Server)
 	e, err = newExporter(rcv.URL, func(k string) string { return map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": ca}[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -393,6 +390,11 @@ func noEnv(string) string { return "" }
 func caFile(t *testing.T) string {
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer srv.Close()
+	return caFileOf(t, srv)
+}
+
+// caFileOf is a file with the certificate of TLS server srv, for OTEL_EXPORTER_OTLP_CERTIFICATE.
+func caFileOf(t *testing.T, srv *httptest.Server) string {
 	f := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
