@@ -27,6 +27,9 @@ type observer struct {
 	// workload, when set, is the job an object the benchmark creates is of (the serving floor
 	// creates Deployments and Services); nil: the object is the job.
 	workload func(client.Object) string
+	// serviceOf, when set, is the job a Service is of ("" none): the Services are watched too,
+	// and when each job's first arrived is timed.
+	serviceOf func(*corev1.Service) string
 
 	mu        sync.Mutex
 	t0        time.Time
@@ -36,8 +39,8 @@ type observer struct {
 	ran       map[string]bool // pods seen Running or Succeeded
 	finished  map[string]bool // pods seen Succeeded
 	perJob    map[string]*jobTimes
-	counts    struct{ seen, running, succeeded, statusRunning int }
-	marks     struct{ podsExist, allRunning, allSucceeded, statusRunning time.Time }
+	counts    struct{ seen, running, succeeded, statusRunning, services int }
+	marks     struct{ podsExist, allRunning, allSucceeded, statusRunning, servicesExist time.Time }
 	timeline  []Point
 	done      chan struct{}
 }
@@ -51,6 +54,8 @@ type jobTimes struct {
 	version                    string
 	writes, writesWhileRunning int
 	firstWriteAt               time.Time
+	// serviceAt is when the job's first Service was seen (serviceOf).
+	serviceAt time.Time
 }
 
 // observe watches the workload; status makes it finish on the jobs' conditions, and every status
@@ -98,6 +103,9 @@ func (o *observer) watch(ctx context.Context, cfg *rest.Config, kinds []client.O
 		on  func(any)
 	}
 	watch := []watched{{&corev1.Pod{}, o.pod}}
+	if o.serviceOf != nil {
+		watch = append(watch, watched{&corev1.Service{}, o.service})
+	}
 	for _, k := range kinds {
 		watch = append(watch, watched{k, onJob})
 	}
@@ -143,7 +151,8 @@ func (o *observer) sample() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	succeeded := o.counts.succeeded
-	o.timeline = append(o.timeline, Point{T: o.since(time.Now()), Running: o.counts.running - succeeded, Succeeded: succeeded})
+	o.timeline = append(o.timeline, Point{T: o.since(time.Now()), Running: o.counts.running - succeeded, Succeeded: succeeded,
+		Pods: o.counts.seen, Services: o.counts.services})
 }
 
 func (o *observer) since(t time.Time) float64 {
@@ -204,6 +213,25 @@ func (o *observer) pod(obj any) {
 		if jt.finished++; jt.finished == o.expected[job] {
 			o.succeeded(jt, now)
 		}
+	}
+}
+
+// service notes when each job's first Service arrived.
+func (o *observer) service(obj any) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jt := o.perJob[o.serviceOf(svc)]
+	if jt == nil || !jt.serviceAt.IsZero() {
+		return
+	}
+	jt.serviceAt = now
+	if o.counts.services++; o.counts.services == len(o.expected) {
+		o.marks.servicesExist = now
 	}
 }
 
@@ -301,11 +329,17 @@ func (o *observer) wait(ctx context.Context, timeout time.Duration) error {
 func (o *observer) result(mode string) *Result {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var ttr, firstWrite []float64
+	var ttr, firstWrite, afterRunning, afterService []float64
 	writes := map[int]int{}
 	for name, jt := range o.perJob {
 		if !jt.runningAt.IsZero() {
 			ttr = append(ttr, jt.runningAt.Sub(o.createdAt[name]).Seconds())
+		}
+		if !jt.succeededAt.IsZero() && !jt.runningAt.IsZero() {
+			afterRunning = append(afterRunning, jt.succeededAt.Sub(jt.runningAt).Seconds())
+		}
+		if !jt.succeededAt.IsZero() && !jt.serviceAt.IsZero() {
+			afterService = append(afterService, jt.succeededAt.Sub(jt.serviceAt).Seconds())
 		}
 		if o.status {
 			writes[jt.writes]++
@@ -325,9 +359,11 @@ func (o *observer) result(mode string) *Result {
 		StatusWritesWhileRunning: whileRunning,
 		Mode:                     mode, Pods: o.total(),
 		PodsExist: o.since(o.marks.podsExist), AllRunning: o.since(o.marks.allRunning), AllSucceeded: o.since(o.marks.allSucceeded),
-		StatusRunning: o.since(o.marks.statusRunning),
-		TimeToRunning: percentiles(ttr),
-		StatusWrites:  writes, FirstStatusWrite: percentiles(firstWrite),
+		StatusRunning:    o.since(o.marks.statusRunning),
+		TimeToRunning:    percentiles(ttr),
+		DoneAfterRunning: percentiles(afterRunning),
+		ServicesExist:    o.since(o.marks.servicesExist), DoneAfterService: percentiles(afterService),
+		StatusWrites: writes, FirstStatusWrite: percentiles(firstWrite),
 		Timeline: append([]Point(nil), o.timeline...),
 	}
 }

@@ -59,8 +59,14 @@ type Result struct {
 	// FirstStatusWrite times each job's creation until the first (kiln only).
 	StatusWrites     map[int]int `json:"statusWritesPerJob,omitempty"`
 	FirstStatusWrite Percentiles `json:"firstStatusWriteSeconds"`
-	// TimeToRunning are percentiles of each job's creation until all its pods run.
-	TimeToRunning     Percentiles    `json:"timeToRunningSeconds"`
+	// TimeToRunning are percentiles of each job's creation until all its pods run, and
+	// DoneAfterRunning of the time from there until it succeeded (for a service: was Ready).
+	TimeToRunning    Percentiles `json:"timeToRunningSeconds"`
+	DoneAfterRunning Percentiles `json:"doneAfterRunningSeconds"`
+	// ServicesExist is when every job's first Service had been seen, and DoneAfterService are
+	// percentiles of each job's time from then until it succeeded (serving runs only).
+	ServicesExist     float64        `json:"servicesExistSeconds,omitempty"`
+	DoneAfterService  Percentiles    `json:"doneAfterServiceSeconds"`
 	APIServerRequests map[string]int `json:"apiserverRequests"`
 	// Submitted is when the last job's create returned; CreateLatency what each create took, as
 	// the submitting client saw it.
@@ -101,6 +107,9 @@ type Point struct {
 	T         float64 `json:"t"`
 	Running   int     `json:"running"`
 	Succeeded int     `json:"succeeded"`
+	// Pods and Services are how many had been seen (Services: of a serving run's jobs).
+	Pods     int `json:"pods"`
+	Services int `json:"services,omitempty"`
 }
 
 // clusters counts the clusters the benchmark made, to name each.

@@ -132,8 +132,9 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("   pods exist %.1fs, all running %.1fs, all Ready %.1fs; controller %.1f CPU-s, %.0f MiB peak\n",
-		res.PodsExist, res.AllRunning, res.AllSucceeded, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB)
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Service exists %.1fs, all Ready %.1fs (after their pods ran: p50 %.2fs, max %.2fs; after their Service: p50 %.2fs, max %.2fs); controller %.1f CPU-s, %.0f MiB peak\n",
+		res.PodsExist, res.AllRunning, res.ServicesExist, res.AllSucceeded, res.DoneAfterRunning.P50, res.DoneAfterRunning.Max,
+		res.DoneAfterService.P50, res.DoneAfterService.Max, res.Operator.CPUSeconds, res.Operator.PeakRSSMiB)
 	if mode == modeServing {
 		if madeByKiln, err = kilnsObjects(ctx, c); err != nil {
 			return nil, err
@@ -178,7 +179,8 @@ func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcl
 		return nil, err
 	}
 	res.Operator = nil
-	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Deployment available %.1fs\n", res.PodsExist, res.AllRunning, res.AllSucceeded)
+	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Service exists %.1fs, every Deployment available %.1fs (after its pods ran: p50 %.2fs, max %.2fs)\n",
+		res.PodsExist, res.AllRunning, res.ServicesExist, res.AllSucceeded, res.DoneAfterRunning.P50, res.DoneAfterRunning.Max)
 	return res, nil
 }
 
@@ -281,7 +283,16 @@ func servingObserver(isvcs []*kservev1beta1.InferenceService) *observer {
 	for _, i := range isvcs {
 		expected[i.Name] = 1
 	}
-	return newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
+	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels[kserveLabel] })
+	// An InferenceService is Ready no sooner than its Service exists: the apiserver makes
+	// Services about one at a time (DECISIONS #21), so when they came is timed too.
+	o.serviceOf = func(s *corev1.Service) string {
+		if name := s.Labels[kserveLabel]; name != "" {
+			return name
+		}
+		return s.Spec.Selector[kserveLabel]
+	}
+	return o
 }
 
 // observeInferenceServices is the observer of a serving run: a pod is its InferenceService's by
@@ -306,14 +317,16 @@ func (r *Report) servingMarkdown() string {
 		p.Jobs, r.Machine, r.Date.Format("2006-01-02"))
 	r.runNotes(&b)
 	if floor := r.run(modeServingFloor); floor != nil && kiln != nil {
-		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
-			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
+		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
+			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.ServicesExist, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
 			floor.ComponentCPU["kube-apiserver"], floor.ComponentCPU["kube-controller-manager"])
 	}
 	comparison(&b, kserve, kiln, "KServe v0.20", "kiln", "kiln / KServe", []comparisonRow{
 		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
 		{"every pod runs", "s", func(r *Result) float64 { return r.AllRunning }},
+		{"every Service exists", "s", func(r *Result) float64 { return r.ServicesExist }},
 		{"every InferenceService Ready", "s", func(r *Result) float64 { return r.AllSucceeded }},
+		{"an InferenceService Ready after its pod runs, median", "s", func(r *Result) float64 { return r.DoneAfterRunning.P50 }},
 		{"controller CPU (kiln, or KServe's)", "s", op(func(o *OperatorStats) float64 { return o.CPUSeconds })},
 		{"controller peak memory", "MiB", op(func(o *OperatorStats) float64 { return o.PeakRSSMiB })},
 		{"of it at the end: heap and stacks (RssAnon)", "MiB", op(func(o *OperatorStats) float64 { return o.AnonRSSMiB })},
