@@ -41,6 +41,10 @@ const (
 	// and Services the round's kiln run made, and the cluster's own controllers do the rest. It is
 	// what the cluster takes to serve the same objects, which no controller of them can beat.
 	modeServingFloor = "isvcfloor"
+	// modeServingSame is the floor of the same work: the client also creates each
+	// InferenceService (on kiln's CRDs, which no controller serves in this run) just before its
+	// Deployment and Service, and watches them as the kiln run's client does.
+	modeServingSame = "isvcsame"
 	// kserveNamespace is where KServe's controller reads its ConfigMap (its POD_NAMESPACE).
 	kserveNamespace = "kserve"
 	// replicasPerNode is how many sklearn replicas (1 CPU each) a fake node of 32 CPUs holds.
@@ -48,7 +52,7 @@ const (
 )
 
 func isServingMode(mode string) bool {
-	return mode == modeServing || mode == modeKServe || mode == modeServingFloor
+	return mode == modeServing || mode == modeKServe || mode == modeServingFloor || mode == modeServingSame
 }
 
 // madeByKiln is what the last kiln serving run made, for the floor: each InferenceService's
@@ -92,7 +96,13 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 		return nil, err
 	}
 	if mode == modeServingFloor { // no InferenceServices: neither their CRDs nor runtimes
-		return servingFloor(ctx, p, c, cluster, nodes, isvcs)
+		return servingFloor(ctx, mode, p, c, cluster, nodes, isvcs)
+	}
+	if mode == modeServingSame { // InferenceServices no controller serves: their CRDs, no runtimes
+		if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "kserve")); err != nil {
+			return nil, err
+		}
+		return servingFloor(ctx, mode, p, c, cluster, nodes, isvcs)
 	}
 	kserveDir, err := kserveTools(tools)
 	if err != nil {
@@ -143,22 +153,30 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 	return res, nil
 }
 
-// servingFloor is the floor's run: the objects kiln made in this round, created by a client with
-// as many requests in flight as the InferenceServices' submission; done once every Deployment is
-// available (kiln's Ready).
-func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcluster.Cluster, nodes int, isvcs []*kservev1beta1.InferenceService) (*Result, error) {
+// servingFloor is the run of a floor (mode): the objects kiln made in this round — for the
+// same work, each after its InferenceService — created by a client with as many requests in
+// flight as the InferenceServices' submission; done once every Deployment is available (kiln's
+// Ready).
+func servingFloor(ctx context.Context, mode string, p Params, c client.Client, cluster *devcluster.Cluster, nodes int, isvcs []*kservev1beta1.InferenceService) (*Result, error) {
 	if len(madeByKiln) == 0 {
-		return nil, fmt.Errorf("the serving floor creates what kiln made in the round: MODES must list %s before %s", modeServing, modeServingFloor)
+		return nil, fmt.Errorf("the serving floors create what kiln made in the round: MODES must list %s before %s", modeServing, mode)
 	}
 	obs := servingObserver(isvcs)
 	// Each object kiln made carries its InferenceService's name where its pods are selected.
 	obs.workload = func(o client.Object) string {
-		if d, ok := o.(*appsv1.Deployment); ok {
-			return d.Spec.Template.Labels[kserveLabel]
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			return o.Spec.Template.Labels[kserveLabel]
+		case *corev1.Service:
+			return obs.serviceOf(o)
 		}
-		return o.(*corev1.Service).Spec.Selector[kserveLabel]
+		return o.GetName()
 	}
-	if err := obs.watch(ctx, cluster.Config, []client.Object{&appsv1.Deployment{}}, func(obj any) {
+	watched := []client.Object{&appsv1.Deployment{}}
+	if mode == modeServingSame {
+		watched = append(watched, &kservev1beta1.InferenceService{})
+	}
+	if err := obs.watch(ctx, cluster.Config, watched, func(obj any) {
 		d, ok := obj.(*appsv1.Deployment)
 		if !ok {
 			return
@@ -170,11 +188,18 @@ func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcl
 		return nil, err
 	}
 	defer obs.stop()
-	objs := make([]client.Object, len(madeByKiln))
-	for i, o := range madeByKiln {
-		objs[i] = o.DeepCopyObject().(client.Object)
+	var objs []client.Object
+	for _, o := range madeByKiln { // each InferenceService's Deployment, then its Service
+		if _, ok := o.(*appsv1.Deployment); ok && mode == modeServingSame {
+			isvc, err := isvcNamed(isvcs, obs.workload(o))
+			if err != nil {
+				return nil, err
+			}
+			objs = append(objs, isvc)
+		}
+		objs = append(objs, o.DeepCopyObject().(client.Object))
 	}
-	res, err := measureOperator(ctx, modeServingFloor, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0)
+	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +207,16 @@ func servingFloor(ctx context.Context, p Params, c client.Client, cluster *devcl
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Service exists %.1fs, every Deployment available %.1fs (after its pods ran: p50 %.2fs, max %.2fs)\n",
 		res.PodsExist, res.AllRunning, res.ServicesExist, res.AllSucceeded, res.DoneAfterRunning.P50, res.DoneAfterRunning.Max)
 	return res, nil
+}
+
+// isvcNamed is the InferenceService of isvcs named name.
+func isvcNamed(isvcs []*kservev1beta1.InferenceService, name string) (client.Object, error) {
+	for _, i := range isvcs {
+		if i.Name == name {
+			return i, nil
+		}
+	}
+	return nil, fmt.Errorf("kiln's run made a Deployment for %q, which is none of the workload's InferenceServices", name)
 }
 
 // kserveLabel names a predictor's InferenceService on its pods.
@@ -320,6 +355,10 @@ func (r *Report) servingMarkdown() string {
 		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
 			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.ServicesExist, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
 			floor.ComponentCPU["kube-apiserver"], floor.ComponentCPU["kube-controller-manager"])
+	}
+	if same := r.run(modeServingSame); same != nil && kiln != nil {
+		fmt.Fprintf(&b, "The same-work floor (%s: as the floor, each Deployment and Service just after its InferenceService, on CRDs no controller serves): every pod exists %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that; kube-apiserver %.1f CPU-s.\n\n",
+			modeServingSame, same.PodsExist, same.ServicesExist, same.AllSucceeded, kiln.AllSucceeded/same.AllSucceeded, same.ComponentCPU["kube-apiserver"])
 	}
 	comparison(&b, kserve, kiln, "KServe v0.20", "kiln", "kiln / KServe", []comparisonRow{
 		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
