@@ -95,21 +95,23 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
 		return nil, err
 	}
-	if mode == modeServingFloor { // no InferenceServices: neither their CRDs nor runtimes
-		return servingFloor(ctx, mode, p, c, cluster, nodes, isvcs)
-	}
-	if mode == modeServingSame { // InferenceServices no controller serves: their CRDs, no runtimes
-		if err := devcluster.InstallCRDs(ctx, cluster.Client, filepath.Join(testenv.RepoRoot(), "config", "crd", "kserve")); err != nil {
+	// Each controller its own CRDs of the same API (KServe's are a superset of kiln's), and the
+	// same runtimes; the same-work floor kiln's CRDs, which no controller serves, and no runtimes;
+	// the floor no InferenceServices, so neither.
+	crds := filepath.Join(testenv.RepoRoot(), "config", "crd", "kserve")
+	switch mode {
+	case modeServingSame:
+		if err := devcluster.InstallCRDs(ctx, cluster.Client, crds); err != nil {
 			return nil, err
 		}
+		fallthrough
+	case modeServingFloor:
 		return servingFloor(ctx, mode, p, c, cluster, nodes, isvcs)
 	}
 	kserveDir, err := kserveTools(tools)
 	if err != nil {
 		return nil, err
 	}
-	// Each its own CRDs of the same API (KServe's are a superset of kiln's), and the same runtimes.
-	crds := filepath.Join(testenv.RepoRoot(), "config", "crd", "kserve")
 	if mode == modeKServe {
 		crds = filepath.Join(kserveDir, "crds")
 	}
@@ -188,12 +190,16 @@ func servingFloor(ctx context.Context, mode string, p Params, c client.Client, c
 		return nil, err
 	}
 	defer obs.stop()
+	byName := map[string]client.Object{}
+	for _, i := range isvcs {
+		byName[i.Name] = i
+	}
 	var objs []client.Object
 	for _, o := range madeByKiln { // each InferenceService's Deployment, then its Service
 		if _, ok := o.(*appsv1.Deployment); ok && mode == modeServingSame {
-			isvc, err := isvcNamed(isvcs, obs.workload(o))
-			if err != nil {
-				return nil, err
+			isvc := byName[obs.workload(o)]
+			if isvc == nil {
+				return nil, fmt.Errorf("kiln's run made Deployment %s for none of the workload's InferenceServices", o.GetName())
 			}
 			objs = append(objs, isvc)
 		}
@@ -207,16 +213,6 @@ func servingFloor(ctx context.Context, mode string, p Params, c client.Client, c
 	fmt.Printf("   pods exist %.1fs, all running %.1fs, every Service exists %.1fs, every Deployment available %.1fs (after its pods ran: p50 %.2fs, max %.2fs)\n",
 		res.PodsExist, res.AllRunning, res.ServicesExist, res.AllSucceeded, res.DoneAfterRunning.P50, res.DoneAfterRunning.Max)
 	return res, nil
-}
-
-// isvcNamed is the InferenceService of isvcs named name.
-func isvcNamed(isvcs []*kservev1beta1.InferenceService, name string) (client.Object, error) {
-	for _, i := range isvcs {
-		if i.Name == name {
-			return i, nil
-		}
-	}
-	return nil, fmt.Errorf("kiln's run made a Deployment for %q, which is none of the workload's InferenceServices", name)
 }
 
 // kserveLabel names a predictor's InferenceService on its pods.
@@ -351,14 +347,15 @@ func (r *Report) servingMarkdown() string {
 	fmt.Fprintf(&b, "J=%d InferenceServices of KServe's sklearn sample (serving.kserve.io/v1beta1, Standard mode, one replica each), each run on a fresh cluster, no admission webhooks; %s; %s\n\n",
 		p.Jobs, r.Machine, r.Date.Format("2006-01-02"))
 	r.runNotes(&b)
-	if floor := r.run(modeServingFloor); floor != nil && kiln != nil {
-		fmt.Fprintf(&b, "The floor (%s: no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight): every pod exists %.1f s, every pod runs %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
-			modeServingFloor, p.Parallelism, floor.PodsExist, floor.AllRunning, floor.ServicesExist, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
-			floor.ComponentCPU["kube-apiserver"], floor.ComponentCPU["kube-controller-manager"])
-	}
-	if same := r.run(modeServingSame); same != nil && kiln != nil {
-		fmt.Fprintf(&b, "The same-work floor (%s: as the floor, each Deployment and Service just after its InferenceService, on CRDs no controller serves): every pod exists %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that; kube-apiserver %.1f CPU-s.\n\n",
-			modeServingSame, same.PodsExist, same.ServicesExist, same.AllSucceeded, kiln.AllSucceeded/same.AllSucceeded, same.ComponentCPU["kube-apiserver"])
+	for _, f := range []struct{ mode, name, what string }{
+		{modeServingFloor, "The floor", fmt.Sprintf("no controller of InferenceServices; a client creates the Deployments and Services kiln made, %d in flight", p.Parallelism)},
+		{modeServingSame, "The same-work floor", "as the floor, each Deployment and Service just after its InferenceService, on CRDs no controller serves"},
+	} {
+		if floor := r.run(f.mode); floor != nil && kiln != nil {
+			fmt.Fprintf(&b, "%s (%s: %s): every pod exists %.1f s, every pod runs %.1f s, every Service exists %.1f s, every Deployment available %.1f s; kiln's Ready %.2f× that, its pods %.2f×; kube-apiserver %.1f CPU-s, kube-controller-manager %.1f CPU-s.\n\n",
+				f.name, f.mode, f.what, floor.PodsExist, floor.AllRunning, floor.ServicesExist, floor.AllSucceeded, kiln.AllSucceeded/floor.AllSucceeded, kiln.AllRunning/floor.AllRunning,
+				floor.ComponentCPU["kube-apiserver"], floor.ComponentCPU["kube-controller-manager"])
+		}
 	}
 	comparison(&b, kserve, kiln, "KServe v0.20", "kiln", "kiln / KServe", []comparisonRow{
 		{"every pod exists", "s", func(r *Result) float64 { return r.PodsExist }},
