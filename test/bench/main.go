@@ -63,7 +63,8 @@ type Params struct {
 	// Profile, above 0, serves the manager's net/http/pprof, takes a CPU profile of it for this
 	// long from the first job created and a heap profile at the end (after the CPU profile: one
 	// longer than the run covers all of it, the manager then idle); without, the manager
-	// serves none, as users run it (and samples no allocations).
+	// serves none, as users run it (and samples no allocations). Every run, the floors' too,
+	// then also saves a CPU profile of the apiserver over the same time (<mode>-apiserver.pprof).
 	Profile time.Duration `json:"profile,omitempty"`
 	Trace   string        `json:"-"`
 }
@@ -89,7 +90,7 @@ func main() {
 	fs.StringVar(&p.Trace, "trace", os.Getenv("TRACE"), "print every status change kiln writes to the job of this name, e.g. job-00150")
 	fs.IntVar(&p.Rounds, "rounds", envInt("ROUNDS", 1), "times to make every run, alternating the modes; the table shows each mode's median run (ROUNDS)")
 	fs.StringVar(&modes, "modes", envStr("MODES", "floor,kiln"), "runs to make, in order: floor (pods and services by a client), same (the same work: jobs, then their pods and services, by a client), kiln; or TrainJobs of numNodes W on torch-distributed: trainjob (kiln + JobSet), trainer (Kubeflow Trainer's controller + JobSet); or J InferenceServices of KServe's API: isvc (kiln), kserve (KServe's controller), and after isvc isvcfloor (the Deployments and Services kiln made, by a client) or isvcsame (each just after its InferenceService, which no controller serves)")
-	fs.DurationVar(&p.Profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager for this long from the first job created, and a heap profile at the end; only then does the manager serve net/http/pprof and sample its allocations (PROFILE)")
+	fs.DurationVar(&p.Profile, "profile", envDuration("PROFILE", 0), "take a CPU profile of the manager and of the apiserver for this long from the first job created, and a heap profile of the manager at the end; only then does the manager serve net/http/pprof and sample its allocations (PROFILE)")
 	fs.StringVar(&out, "out", envStr("OUT", "bench/results"), "results folder")
 	fs.StringVar(&tools, "tools", os.Getenv("KILN_TOOLS_DIR"), "folder of the binaries hack/tools.sh built")
 	_ = fs.Parse(os.Args[1:])

@@ -184,6 +184,9 @@ func run(ctx context.Context, mode string, p Params, tools, dir string) (*Result
 		width = 1
 	}
 	sub := &submission{}
+	if p.Profile > 0 {
+		defer profileAPIServer(ctx, kube, p.Profile, dir, mode)()
+	}
 	switch {
 	case mode == "kiln":
 		if p.Profile > 0 {
@@ -509,6 +512,24 @@ type load struct {
 	requests          map[string]int
 	seconds, webhooks map[string]float64
 	latency           histograms
+}
+
+// profileAPIServer starts saving a CPU profile of the apiserver's next d as <mode>-apiserver.pprof
+// in dir, to set beside the manager's (PROFILE); wait returns once it is saved.
+func profileAPIServer(ctx context.Context, kube kubernetes.Interface, d time.Duration, dir, mode string) (wait func()) {
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		body, err := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, mode+"-apiserver.pprof"), body, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profiling the apiserver:", err)
+		}
+	}()
+	return func() { <-saved }
 }
 
 // apiserverLoad reads the apiserver's load from its metrics.

@@ -106,7 +106,7 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 		}
 		fallthrough
 	case modeServingFloor:
-		return servingFloor(ctx, mode, p, c, cluster, nodes, isvcs)
+		return servingFloor(ctx, mode, p, dir, c, cluster, nodes, isvcs)
 	}
 	kserveDir, err := kserveTools(tools)
 	if err != nil {
@@ -140,7 +140,7 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 	for i, isvc := range isvcs {
 		objs[i] = isvc
 	}
-	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, pid, mgr, 0)
+	res, err := measureOperator(ctx, mode, p, dir, c, cluster, nodes, p.Jobs, obs, objs, pid, mgr, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func runServing(ctx context.Context, mode string, p Params, tools, dir string) (
 // same work, each after its InferenceService — created by a client with as many requests in
 // flight as the InferenceServices' submission; done once every Deployment is available (kiln's
 // Ready).
-func servingFloor(ctx context.Context, mode string, p Params, c client.Client, cluster *devcluster.Cluster, nodes int, isvcs []*kservev1beta1.InferenceService) (*Result, error) {
+func servingFloor(ctx context.Context, mode string, p Params, dir string, c client.Client, cluster *devcluster.Cluster, nodes int, isvcs []*kservev1beta1.InferenceService) (*Result, error) {
 	if len(madeByKiln) == 0 {
 		return nil, fmt.Errorf("the serving floors create what kiln made in the round: MODES must list %s before %s", modeServing, mode)
 	}
@@ -205,7 +205,7 @@ func servingFloor(ctx context.Context, mode string, p Params, c client.Client, c
 		}
 		objs = append(objs, o.DeepCopyObject().(client.Object))
 	}
-	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0)
+	res, err := measureOperator(ctx, mode, p, dir, c, cluster, nodes, p.Jobs, obs, objs, 0, nil, 0)
 	if err != nil {
 		return nil, err
 	}

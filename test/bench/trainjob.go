@@ -126,7 +126,7 @@ func runTrainJobs(ctx context.Context, mode string, p Params, tools, dir string)
 	for i, j := range jobs {
 		objs[i] = j
 	}
-	res, err := measureOperator(ctx, mode, p, c, cluster, nodes, pods, obs, objs, pid, mgr, jobSetPid)
+	res, err := measureOperator(ctx, mode, p, dir, c, cluster, nodes, pods, obs, objs, pid, mgr, jobSetPid)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func startOperator(ctx context.Context, kiln bool, cluster *devcluster.Cluster, 
 // measureOperator creates objs (the workload), obs watching, and measures the run and the
 // operator of process pid (kiln's manager when mgr is set, profiled for p.Profile); jobSetPid, when
 // not 0, is JobSet's controller, measured too.
-func measureOperator(ctx context.Context, mode string, p Params, c client.Client, cluster *devcluster.Cluster, nodes, pods int, obs *observer,
+func measureOperator(ctx context.Context, mode string, p Params, dir string, c client.Client, cluster *devcluster.Cluster, nodes, pods int, obs *observer,
 	objs []client.Object, pid int, mgr *managerProcess, jobSetPid int) (*Result, error) {
 	kube, err := kubernetes.NewForConfig(cluster.Config)
 	if err != nil {
@@ -168,8 +168,11 @@ func measureOperator(ctx context.Context, mode string, p Params, c client.Client
 	componentsBefore := componentCPU(cluster)
 
 	obs.start()
-	if mgr != nil && p.Profile > 0 {
-		mgr.profile(p.Profile)
+	if p.Profile > 0 {
+		defer profileAPIServer(ctx, kube, p.Profile, dir, mode)()
+		if mgr != nil {
+			mgr.profile(p.Profile)
+		}
 	}
 	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
 		obs.created(obs.workloadOf(objs[i]))
