@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -97,10 +99,11 @@ func AsConflict(err error) *Conflict {
 
 // Apply server-side applies obj (built with parent's controller reference) when parent controls
 // the object of that name or there is none; otherwise it returns a *Conflict and writes nothing.
-// An existing object is applied with its UID, so the apply fails rather than take over an object
-// that replaced it meanwhile. obj receives the apiserver's answer: the whole object with
-// WholeAnswers, else its UID, resourceVersion, generation and creation time, the rest of it
-// staying as applied.
+// With WholeAnswers, an object that does not exist is created instead (create), and the first
+// apply to it hands the create's fields to the apply (handOver). An existing object is applied
+// with its UID, so the apply fails rather than take over an object that replaced it meanwhile.
+// obj receives the apiserver's answer: the whole object with WholeAnswers, else its UID,
+// resourceVersion, generation and creation time, the rest of it staying as applied.
 func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 	return k.ApplyAll(ctx, parent, []client.Object{obj}, nil)
 }
@@ -138,6 +141,20 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())
 			continue
 		}
+		if existing[i] == nil && k.WholeAnswers {
+			switch created, err := k.create(ctx, parent, obj); {
+			case err != nil:
+				return err
+			case created:
+				k.Applied.record(obj, sum)
+				continue
+			}
+		}
+		if k.WholeAnswers {
+			if err := k.handOver(ctx, obj); err != nil {
+				return err
+			}
+		}
 		ctx, end := tracing.Start(ctx, "apply "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
 		err := k.apply(ctx, obj)
 		end(err)
@@ -145,6 +162,59 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			return fmt.Errorf("applying %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 		}
 		k.Applied.record(obj, sum)
+	}
+	return nil
+}
+
+// create makes obj, which neither the cache nor the apiserver had. A kit that takes whole answers
+// creates a new child rather than applies it: the apiserver makes it for about a quarter of an
+// apply's work (it decodes no YAML and merges nothing; docs/decisions.md, 26), and answers with
+// the whole object either way. created is false when an object of that name came meanwhile: one
+// the parent controls (obj gets its UID, for the caller to apply) or a *Conflict.
+func (k Kit) create(ctx context.Context, parent, obj client.Object) (created bool, _ error) {
+	ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
+	err := k.Client.Create(ctx, obj, client.FieldOwner(k.FieldOwner))
+	end(err)
+	switch {
+	case err == nil:
+		return true, nil
+	case !apierrors.IsAlreadyExists(err):
+		return false, fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+	}
+	existing := emptyLike(obj)
+	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return false, fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
+	}
+	if err := k.Owns(parent, obj, existing); err != nil {
+		return false, err
+	}
+	obj.SetUID(existing.GetUID())
+	return false, nil
+}
+
+// handOver gives the fields of the existing object of obj's name that the kit's update manager
+// holds — those of an object it created — to its apply manager, before it applies obj: an apply
+// prunes only fields its own manager held, and a field of the create that obj no longer sets
+// (a port, an environment variable) would otherwise stay. The fields the apiserver defaulted at
+// the create go with them: pruned, they are defaulted again. It reads the object's metadata from
+// the apiserver (the caches drop managed fields), and patches them only when the update manager
+// holds any, guarded by the resourceVersion read.
+func (k Kit) handOver(ctx context.Context, obj client.Object) error {
+	gvk, err := k.Client.GroupVersionKindFor(obj)
+	if err != nil {
+		return err
+	}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(gvk)
+	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return client.IgnoreNotFound(err) // gone: the apply makes it anew
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(k.FieldOwner), k.FieldOwner)
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := k.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("handing the fields kiln created %s %s with to its server-side apply: %w", kindOf(obj), obj.GetName(), err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -570,7 +571,9 @@ func TestHandingReplicasToAnHPAKeepsTheCount(t *testing.T) {
 		}
 		return nil
 	})
-	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.MaxReplicas = ptr.To[int32](6) })
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MaxReplicas, s.Args = ptr.To[int32](6), append(s.Args, "--log-level=debug") // the Deployment changes too
+	})
 	env.Await(t, ns, "handover-predictor", &autoscalingv2.HorizontalPodAutoscaler{})
 	testenv.Consistently(t, func() error {
 		if n := *deployment(t, ns, "handover-predictor").Spec.Replicas; n != 3 {
@@ -652,7 +655,7 @@ func TestNetworkPolicyAdmitsOnlyTheNamedPeers(t *testing.T) {
 
 func TestHPAWithTheRightBounds(t *testing.T) {
 	ns := env.Namespace(t)
-	create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
+	i := create(t, newISVC(ns, "scaled", func(s *servingv1alpha1.InferenceServiceSpec) {
 		s.MinReplicas, s.MaxReplicas = ptr.To[int32](2), ptr.To[int32](5)
 	}))
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
@@ -660,11 +663,47 @@ func TestHPAWithTheRightBounds(t *testing.T) {
 	if *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 5 || hpa.Spec.ScaleTargetRef.Name != "scaled-predictor" {
 		t.Errorf("HPA spec %+v", hpa.Spec)
 	}
-	// The HPA owns the replicas: kiln's field manager does not set them.
+	// The HPA owns the replicas: kiln's applies do not set them (its create leaves them to the
+	// apiserver's default), and what the autoscaler set stays through kiln's next apply, the
+	// one that hands the create's fields to kiln's apply manager.
 	d := deployment(t, ns, "scaled-predictor")
 	for _, mf := range d.ManagedFields {
-		if mf.Manager == "kiln" && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
-			t.Errorf("kiln owns spec.replicas of a Deployment its HPA scales")
+		if mf.Manager == "kiln" && mf.Operation == metav1.ManagedFieldsOperationApply && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
+			t.Errorf("kiln applies spec.replicas of a Deployment its HPA scales")
+		}
+	}
+	scale := &autoscalingv1.Scale{}
+	if err := env.Client.SubResource("scale").Get(context.Background(), d, scale); err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 4
+	if err := env.Client.SubResource("scale").Update(context.Background(), d, client.WithSubResourceBody(scale), client.FieldOwner("horizontal-pod-autoscaler")); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
+		s.MaxReplicas, s.Args = ptr.To[int32](6), append(s.Args, "--log-level=debug") // the Deployment changes too
+	})
+	testenv.Eventually(t, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(hpa), hpa); err != nil {
+			return err
+		}
+		if hpa.Spec.MaxReplicas != 6 {
+			return fmt.Errorf("the HPA's maxReplicas is %d, want 6", hpa.Spec.MaxReplicas)
+		}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--log-level=debug") {
+			return fmt.Errorf("the Deployment's args are %q, want the edit's", d.Spec.Template.Spec.Containers[0].Args)
+		}
+		return nil
+	})
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 4 {
+		t.Errorf("after kiln applied the edited InferenceService the Deployment has %v replicas, want the autoscaler's 4", d.Spec.Replicas)
+	}
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == "kiln" && mf.Operation == metav1.ManagedFieldsOperationUpdate {
+			t.Errorf("kiln's update manager still holds fields after its apply: %s", mf.FieldsV1.Raw)
 		}
 	}
 }

@@ -263,13 +263,13 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	defer cancel()
 	ns := env.Namespace(t)
 	var mu sync.Mutex
-	var asked []string // what each apply asked to be answered with (Accept)
+	var asked []string // what each write asked to be answered with (Accept)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPatch {
+			if req.Method == http.MethodPatch || req.Method == http.MethodPost {
 				mu.Lock()
-				asked = append(asked, req.Header.Get("Accept"))
+				asked = append(asked, req.Method+" "+req.Header.Get("Accept"))
 				mu.Unlock()
 			}
 			return rt.RoundTrip(req)
@@ -306,8 +306,8 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	if err := kit.Apply(ctx, parent, d); err != nil {
 		t.Fatal(err)
 	}
-	if a := lastAsked(); !strings.HasPrefix(a, runtime.ContentTypeProtobuf+";as=PartialObjectMetadata") {
-		t.Errorf("the apply asked for an answer of %q, want the object's metadata in protobuf", a)
+	if a := lastAsked(); !strings.HasPrefix(a, http.MethodPatch+" "+runtime.ContentTypeProtobuf+";as=PartialObjectMetadata") {
+		t.Errorf("the apply asked for an answer of %q, want a PATCH answered with the object's metadata in protobuf", a)
 	}
 	stored := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(d), stored); err != nil {
@@ -334,8 +334,15 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	if err := whole.Apply(ctx, parent, w); err != nil {
 		t.Fatal(err)
 	}
-	if a := lastAsked(); strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
-		t.Errorf("with whole answers: asked for %q, got revisionHistoryLimit %v, UID %q; want the whole object", a, w.Spec.RevisionHistoryLimit, w.UID)
+	if a := lastAsked(); !strings.HasPrefix(a, http.MethodPost+" ") || strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
+		t.Errorf("with whole answers, a new object: sent %q, got revisionHistoryLimit %v, UID %q; want a create (POST) answered with the whole object", a, w.Spec.RevisionHistoryLimit, w.UID)
+	}
+	w2 := deployment("whole", "i:2")
+	if err := whole.Apply(ctx, parent, w2); err != nil {
+		t.Fatal(err)
+	}
+	if a := lastAsked(); !strings.HasPrefix(a, http.MethodPatch+" ") || strings.Contains(a, "PartialObjectMetadata") || w2.Generation != 2 {
+		t.Errorf("with whole answers, an existing object: sent %q, got generation %d; want an apply (PATCH) answered with the whole object, generation 2", a, w2.Generation)
 	}
 
 	invalid := deployment("invalid", "i:1")
@@ -344,6 +351,89 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 		t.Errorf("applying a Deployment whose selector misses its pods: got %v, want the apiserver's Invalid", err)
 	}
 }
+
+// A kit that takes whole answers creates a new object (a create costs the apiserver a quarter of
+// an apply), and its first apply to it hands the create's fields to its apply manager: what a
+// later apply no longer sets goes, as from an object applied from the start. An object of that
+// name that is not the parent's, come after the read, is a conflict and stays as it is.
+func TestANewObjectIsCreatedAndLaterAppliesPruneItsFields(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	ns := env.Namespace(t)
+	c := env.Client
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent", Namespace: ns}}
+	if err := c.Create(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	child := func(data map[string]string, labels map[string]string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns, Labels: labels}, Data: data}
+		if err := controllerutil.SetControllerReference(parent, cm, c.Scheme()); err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	kit := owned.Kit{Client: c, FieldOwner: "kiln-test", ParentKind: "ConfigMap", WholeAnswers: true}
+	managers := func() []string {
+		stored := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "child"}, stored); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range stored.ManagedFields {
+			out = append(out, m.Manager+"/"+string(m.Operation))
+		}
+		return out
+	}
+
+	if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, map[string]string{"x": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := managers(), []string{"kiln-test/Update"}; !cmp.Equal(got, want) {
+		t.Errorf("after the first Apply the fields are held by %v, want %v (a create)", got, want)
+	}
+	applied := child(map[string]string{"a": "1"}, nil)
+	if err := kit.Apply(ctx, parent, applied); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := applied.Data["b"]; kept || applied.Labels["x"] != "" {
+		t.Errorf("applied without data b and label x: the answer has data %v, labels %v; want both gone", applied.Data, applied.Labels)
+	}
+	if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
+		t.Errorf("after an apply the fields are held by %v, want %v", got, want)
+	}
+	again := child(map[string]string{"a": "2"}, nil)
+	if err := kit.Apply(ctx, parent, again); err != nil || again.Data["a"] != "2" {
+		t.Errorf("applied data a=2: %v, answer %v", err, again.Data)
+	}
+
+	// Another's object of a name the kit's reads did not show it (its cache has not seen it).
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
+	if err := c.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	blind := kit
+	blind.Cached = func(client.Object) client.Reader { return notSeen{} }
+	want := child(map[string]string{"a": "1"}, nil)
+	want.Name = "foreign"
+	err := blind.Apply(ctx, parent, want)
+	if owned.AsConflict(err) == nil {
+		t.Errorf("creating over another's object of that name: got %v, want a *Conflict", err)
+	}
+	stored := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), stored); err != nil || stored.Data["mine"] != "yes" || len(stored.OwnerReferences) != 0 {
+		t.Errorf("another's object after the conflict: %v, data %v, owners %v; want it as it was", err, stored.Data, stored.OwnerReferences)
+	}
+}
+
+// notSeen is a cache that has not seen any object yet.
+type notSeen struct{}
+
+func (notSeen) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+}
+
+func (notSeen) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
 
 type roundTripper func(*http.Request) (*http.Response, error)
 
