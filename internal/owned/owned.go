@@ -59,6 +59,8 @@ type Kit struct {
 	// autoscaler keeps). Without it the answer is the object's metadata alone, in protobuf, and
 	// obj receives its identity and version: decoding whole answers (a JobSet's pod templates and
 	// managedFields) was 4.6 % of the CPU samples of a burst of TrainJobs (docs/performance.md).
+	// A kit with whole answers creates new objects rather than applies them (create, handOver),
+	// and reads managed fields through Reader (or Client without one), which must not be a cache.
 	WholeAnswers bool
 }
 
@@ -204,19 +206,28 @@ func (k Kit) handOver(ctx context.Context, obj client.Object) error {
 	if err != nil {
 		return err
 	}
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(gvk)
-	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-		return client.IgnoreNotFound(err) // gone: the apply makes it anew
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(k.FieldOwner), k.FieldOwner)
-	if err != nil || patch == nil {
-		return err
-	}
-	if err := k.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+	for attempt := 1; ; attempt++ {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(gvk)
+		if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+			return client.IgnoreNotFound(err) // gone: the apply makes it anew
+		}
+		if live.UID != obj.GetUID() {
+			return nil // replaced since it was read: the apply, with obj's UID, fails
+		}
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(k.FieldOwner), k.FieldOwner)
+		if err != nil || patch == nil {
+			return err
+		}
+		err = k.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch))
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsConflict(err) && attempt < 3:
+			continue // changed since read (a rollout's status): read again
+		}
 		return fmt.Errorf("handing the fields kiln created %s %s with to its server-side apply: %w", kindOf(obj), obj.GetName(), err)
 	}
-	return nil
 }
 
 // apply sends obj's server-side apply; obj receives the answer (see Apply).

@@ -491,8 +491,8 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 	return t
 }
 
-// applyAll server-side applies the desired objects and deletes those the spec dropped, through
-// owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
+// applyAll makes (creates, or server-side applies: docs/decisions.md, 26) the desired objects and
+// deletes those the spec dropped, through owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
 // applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
 // the apply answered (as read, where nothing was applied).
 //
@@ -536,7 +536,7 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 		return nil
 	}
 	before := func() error {
-		// A stable Deployment without the UID of an existing one is made by this apply.
+		// A stable Deployment without the UID of an existing one is made by this ApplyAll.
 		servicesNext = stableDep == nil && p.stable.GetUID() == ""
 		return handOver()
 	}

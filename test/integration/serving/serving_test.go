@@ -667,19 +667,14 @@ func TestHPAWithTheRightBounds(t *testing.T) {
 	// apiserver's default), and what the autoscaler set stays through kiln's next apply, the
 	// one that hands the create's fields to kiln's apply manager.
 	d := deployment(t, ns, "scaled-predictor")
-	for _, mf := range d.ManagedFields {
-		if mf.Manager == "kiln" && mf.Operation == metav1.ManagedFieldsOperationApply && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
-			t.Errorf("kiln applies spec.replicas of a Deployment its HPA scales")
+	testenv.Eventually(t, func() error { // as the autoscaler scales it
+		scale := &autoscalingv1.Scale{}
+		if err := env.Client.SubResource("scale").Get(context.Background(), d, scale); err != nil {
+			return err
 		}
-	}
-	scale := &autoscalingv1.Scale{}
-	if err := env.Client.SubResource("scale").Get(context.Background(), d, scale); err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 4
-	if err := env.Client.SubResource("scale").Update(context.Background(), d, client.WithSubResourceBody(scale), client.FieldOwner("horizontal-pod-autoscaler")); err != nil {
-		t.Fatal(err)
-	}
+		scale.Spec.Replicas = 4
+		return env.Client.SubResource("scale").Update(context.Background(), d, client.WithSubResourceBody(scale), client.FieldOwner("horizontal-pod-autoscaler"))
+	})
 	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
 		s.MaxReplicas, s.Args = ptr.To[int32](6), append(s.Args, "--log-level=debug") // the Deployment changes too
 	})
@@ -701,9 +696,19 @@ func TestHPAWithTheRightBounds(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 4 {
 		t.Errorf("after kiln applied the edited InferenceService the Deployment has %v replicas, want the autoscaler's 4", d.Spec.Replicas)
 	}
+	applied := false
 	for _, mf := range d.ManagedFields {
-		if mf.Manager == "kiln" && mf.Operation == metav1.ManagedFieldsOperationUpdate {
+		switch {
+		case mf.Manager != "kiln":
+		case mf.Operation == metav1.ManagedFieldsOperationUpdate:
 			t.Errorf("kiln's update manager still holds fields after its apply: %s", mf.FieldsV1.Raw)
+		case strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`):
+			t.Errorf("kiln applies spec.replicas of a Deployment its HPA scales")
+		default:
+			applied = true
 		}
+	}
+	if !applied {
+		t.Errorf("no field of the Deployment is kiln's apply's after it applied the edit: %v", d.ManagedFields)
 	}
 }

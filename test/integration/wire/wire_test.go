@@ -424,6 +424,20 @@ func TestANewObjectIsCreatedAndLaterAppliesPruneItsFields(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), stored); err != nil || stored.Data["mine"] != "yes" || len(stored.OwnerReferences) != 0 {
 		t.Errorf("another's object after the conflict: %v, data %v, owners %v; want it as it was", err, stored.Data, stored.OwnerReferences)
 	}
+	// The parent's own object, found only by the create (its cache had not seen it): applied.
+	if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ours := child(map[string]string{"a": "3"}, nil)
+	if err := blind.Apply(ctx, parent, ours); err != nil || ours.Data["a"] != "3" || ours.Data["b"] != "" {
+		t.Errorf("applying the parent's own object that only the create found: %v, data %v; want a=3 and b gone", err, ours.Data)
+	}
+	if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
+		t.Errorf("after that apply the fields are held by %v, want %v", got, want)
+	}
 }
 
 // notSeen is a cache that has not seen any object yet.
