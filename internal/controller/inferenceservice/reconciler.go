@@ -491,10 +491,11 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 	return t
 }
 
-// applyAll makes (creates, or server-side applies: docs/decisions.md, 26) the desired objects and
-// deletes those the spec dropped, through owned.Kit. An object of the same name kiln does not control is never taken over: nothing is
-// applied, and the *owned.Conflict says which object is in the way. It returns the Deployments as
-// the apply answered (as read, where nothing was applied).
+// applyAll makes (creates, or server-side applies: docs/decisions.md, 26) the desired objects
+// and deletes those the spec dropped, through owned.Kit. An object of the same name kiln does not
+// control is never taken over: nothing is applied, and the *owned.Conflict says which object is
+// in the way. It returns the Deployments as the apiserver answered (as read, where nothing was
+// written).
 //
 // A new endpoint — its stable Deployment in neither the cache nor the apiserver — gets everything
 // but its Services (servicesNext): its Services, the objects it no longer wants deleted and its

@@ -571,9 +571,7 @@ func TestHandingReplicasToAnHPAKeepsTheCount(t *testing.T) {
 		}
 		return nil
 	})
-	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) {
-		s.MaxReplicas, s.Args = ptr.To[int32](6), append(s.Args, "--log-level=debug") // the Deployment changes too
-	})
+	edit(t, i, func(s *servingv1alpha1.InferenceServiceSpec) { s.MaxReplicas = ptr.To[int32](6) })
 	env.Await(t, ns, "handover-predictor", &autoscalingv2.HorizontalPodAutoscaler{})
 	testenv.Consistently(t, func() error {
 		if n := *deployment(t, ns, "handover-predictor").Spec.Replicas; n != 3 {
