@@ -144,13 +144,15 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			continue
 		}
 		if existing[i] == nil && k.WholeAnswers {
-			switch created, err := k.create(ctx, parent, obj); {
-			case err != nil:
+			found, err := k.create(ctx, parent, obj)
+			if err != nil {
 				return err
-			case created:
+			}
+			if found == nil {
 				k.Applied.record(obj, sum)
 				continue
 			}
+			obj.SetUID(found.GetUID()) // the parent's, come meanwhile: applied
 		}
 		if k.WholeAnswers {
 			if err := k.handOver(ctx, obj); err != nil {
@@ -168,30 +170,32 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 	return nil
 }
 
-// create makes obj, which neither the cache nor the apiserver had. A kit that takes whole answers
-// creates a new child rather than applies it: the apiserver makes it for about a quarter of an
-// apply's work (it decodes no YAML and merges nothing; docs/decisions.md, 26), and answers with
-// the whole object either way. created is false when an object of that name came meanwhile: one
-// the parent controls (obj gets its UID, for the caller to apply) or a *Conflict.
-func (k Kit) create(ctx context.Context, parent, obj client.Object) (created bool, _ error) {
+// create creates obj, which neither the cache nor the apiserver had: found is nil when it did,
+// else the object of that name that came meanwhile (foundOnCreate). The serving engine's kit
+// (whole answers) creates a new child rather than applies it: the apiserver makes it for about a
+// quarter of an apply's work (it decodes no YAML and merges nothing; docs/decisions.md, 26), and
+// answers with the whole object either way.
+func (k Kit) create(ctx context.Context, parent, obj client.Object) (found client.Object, _ error) {
 	ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
 	err := k.Client.Create(ctx, obj, client.FieldOwner(k.FieldOwner))
 	end(err)
 	switch {
 	case err == nil:
-		return true, nil
+		return nil, nil
 	case !apierrors.IsAlreadyExists(err):
-		return false, fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
+		return nil, fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
 	}
+	return k.foundOnCreate(ctx, parent, obj)
+}
+
+// foundOnCreate is the object of obj's name that a create of obj found there already, read from
+// the apiserver: the parent's own (its cache had not shown it yet), or a *Conflict.
+func (k Kit) foundOnCreate(ctx context.Context, parent, obj client.Object) (client.Object, error) {
 	existing := emptyLike(obj)
 	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
-		return false, fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
+		return nil, fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
 	}
-	if err := k.Owns(parent, obj, existing); err != nil {
-		return false, err
-	}
-	obj.SetUID(existing.GetUID())
-	return false, nil
+	return existing, k.Owns(parent, obj, existing)
 }
 
 // handOver gives the fields of the existing object of obj's name that the kit's update manager
@@ -308,31 +312,20 @@ func Refused(err error) bool {
 // up on the apiserver before it is called a conflict.
 func (k Kit) Create(ctx context.Context, parent, obj, existing client.Object) error {
 	found, err := k.read(ctx, obj)
+	switch {
+	case err != nil:
+		return err
+	case found != nil:
+		err = k.Owns(parent, obj, found)
+	default:
+		if found, err = k.create(ctx, parent, obj); found == nil {
+			found = obj // created
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if found == nil {
-		ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
-		err := k.Client.Create(ctx, obj)
-		end(err)
-		switch {
-		case err == nil:
-			reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(obj).Elem())
-			return nil
-		case !apierrors.IsAlreadyExists(err):
-			return fmt.Errorf("creating %s %s of %s %s: %w", kindOf(obj), obj.GetName(), k.ParentKind, parent.GetName(), err)
-		}
-		if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
-			return err
-		}
-		found = existing
-	}
-	if err := k.Owns(parent, obj, found); err != nil {
-		return err
-	}
-	if found != existing {
-		reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(found).Elem())
-	}
+	reflect.ValueOf(existing).Elem().Set(reflect.ValueOf(found).Elem())
 	return nil
 }
 
@@ -344,11 +337,8 @@ func (k Kit) CreateWatched(ctx context.Context, parent, obj client.Object) error
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	existing := emptyLike(obj)
-	if err := k.apiReader().Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
-		return fmt.Errorf("reading %s %s, which exists already: %w", kindOf(obj), obj.GetName(), err)
-	}
-	return k.Owns(parent, obj, existing)
+	_, err = k.foundOnCreate(ctx, parent, obj)
+	return err
 }
 
 // DeleteWatched deletes seen, an object of the parent's as its cache shows it, by its UID: gone

@@ -184,14 +184,9 @@ func run(ctx context.Context, mode string, p Params, tools, dir string) (*Result
 		width = 1
 	}
 	sub := &submission{}
-	if p.Profile > 0 {
-		defer profileAPIServer(ctx, kube, p.Profile, dir, mode)()
-	}
+	defer startProfiles(ctx, kube, p, dir, mode, mgr)()
 	switch {
 	case mode == "kiln":
-		if p.Profile > 0 {
-			mgr.profile(p.Profile)
-		}
 		_, sub, err = createJobs(ctx, user, jobs, width, obs)
 	case mode == "same" && p.Submit == "serial":
 		sub, err = createJobsThenChildren(ctx, user, c, jobs, p.Parallelism, obs)
@@ -514,14 +509,21 @@ type load struct {
 	latency           histograms
 }
 
-// profileAPIServer starts saving a CPU profile of the apiserver's next d as <mode>-apiserver.pprof
-// in dir, to set beside the manager's (PROFILE); wait returns once it is saved.
-func profileAPIServer(ctx context.Context, kube kubernetes.Interface, d time.Duration, dir, mode string) (wait func()) {
+// startProfiles starts the CPU profiles PROFILE asks for, as the first job is created: the
+// manager's (mgr, when kiln runs) and the apiserver's, saved as <mode>-apiserver.pprof in dir;
+// wait returns once the apiserver's is saved.
+func startProfiles(ctx context.Context, kube kubernetes.Interface, p Params, dir, mode string, mgr *managerProcess) (wait func()) {
+	if p.Profile <= 0 {
+		return func() {}
+	}
+	if mgr != nil {
+		mgr.profile(p.Profile)
+	}
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
 		body, err := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+			Param("seconds", strconv.Itoa(int(p.Profile.Seconds()))).DoRaw(ctx)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, mode+"-apiserver.pprof"), body, 0o644)
 		}

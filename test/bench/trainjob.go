@@ -168,12 +168,7 @@ func measureOperator(ctx context.Context, mode string, p Params, dir string, c c
 	componentsBefore := componentCPU(cluster)
 
 	obs.start()
-	if p.Profile > 0 {
-		defer profileAPIServer(ctx, kube, p.Profile, dir, mode)()
-		if mgr != nil {
-			mgr.profile(p.Profile)
-		}
-	}
+	defer startProfiles(ctx, kube, p, dir, mode, mgr)()
 	err = parallel(ctx, len(objs), p.Parallelism, func(ctx context.Context, i int) error {
 		obs.created(obs.workloadOf(objs[i]))
 		if err := c.Create(ctx, objs[i].DeepCopyObject().(client.Object)); err != nil {
