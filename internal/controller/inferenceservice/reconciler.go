@@ -493,20 +493,22 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 
 // applyAll makes (creates, or server-side applies: docs/decisions.md, 26) the desired objects
 // and deletes those the spec dropped, through owned.Kit. An object of the same name kiln does not
-// control is never taken over: nothing is applied, and the *owned.Conflict says which object is
-// in the way. It returns the Deployments as the apiserver answered (as read, where nothing was
-// written).
+// control is never taken over: the *owned.Conflict says which object is in the way, and nothing
+// after it is written. It returns the Deployments as the apiserver answered (as read, where
+// nothing was written).
 //
-// A new endpoint — its stable Deployment in neither the cache nor the apiserver — gets everything
-// but its Services (servicesNext): its Services, the objects it no longer wants deleted and its
-// first status come with the reconcile the Deployment's arrival in the cache brings, at once
-// unless the apiserver has many Services to make. The apiserver makes Services about one at a
-// time (16–21 a second on 2 cores), and a reconcile that waited for its Service held back the
-// next endpoints' Deployments, whose pods take longest (docs/decisions.md, 21).
+// A new endpoint — its stable Deployment not in the cache — gets everything but its Services
+// (servicesNext): its Services, the objects it no longer wants deleted and its first status come
+// with the reconcile the Deployment's arrival in the cache brings, at once unless the apiserver
+// has many Services to make. The apiserver makes Services about one at a time (16–21 a second on
+// 2 cores), and a reconcile that waited for its Service held back the next endpoints'
+// Deployments, whose pods take longest (docs/decisions.md, 21). A Deployment of the endpoint's
+// that the apiserver has out of the cache's sight (its labels edited away) is found by its create
+// and applied, which puts back the labels the cache selects: its arrival brings the Services.
 func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have apis, stableDep, canaryDep *appsv1.Deployment) (_, _ *appsv1.Deployment, servicesNext bool, err error) {
 	p := desired(e, sc, have, r.opts)
 	want, services := p.want, []client.Object(nil)
-	if stableDep == nil { // new, unless the apiserver has it out of the cache's sight
+	if stableDep == nil { // new, or out of the cache's sight
 		want = nil
 		for _, o := range p.want {
 			if _, ok := o.(*corev1.Service); ok {

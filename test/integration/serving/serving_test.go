@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/controller/inferenceservice"
 	"github.com/kiln-ml/kiln/internal/devcluster"
 	"github.com/kiln-ml/kiln/test/testenv"
 )
@@ -514,6 +515,30 @@ func TestADeletedServiceComesBackAtOnce(t *testing.T) {
 			return env.Client.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{})
 		})
 	}
+}
+
+// A Deployment kiln made and someone then stripped of the labels kiln's cache selects is out of
+// its sight: kiln finds it when it creates it anew (the create fails on the name), applies it,
+// which puts the labels back, and the InferenceService gets its Services and becomes Ready.
+func TestADeploymentOutOfSightIsTakenBack(t *testing.T) {
+	ns := env.Namespace(t)
+	i := create(t, newISVC(ns, "sight", nil))
+	uid := deployment(t, ns, "sight-predictor").UID
+	testenv.Eventually(t, func() error {
+		d := deployment(t, ns, "sight-predictor")
+		delete(d.Labels, inferenceservice.LabelService)
+		return env.Client.Update(context.Background(), d)
+	})
+	testenv.Eventually(t, func() error {
+		d := deployment(t, ns, "sight-predictor")
+		if d.UID != uid || d.Labels[inferenceservice.LabelService] != "sight" {
+			return fmt.Errorf("Deployment %s with labels %v, want the Deployment %s with label %s=sight back", d.UID, d.Labels, uid, inferenceservice.LabelService)
+		}
+		return nil
+	})
+	makeReady(t, deployment(t, ns, "sight-predictor"))
+	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
+	env.Await(t, ns, "sight-predictor", &corev1.Service{})
 }
 
 // A same-named object kiln did not make is never taken over (applying with force would, and

@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -263,15 +264,17 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	defer cancel()
 	ns := env.Namespace(t)
 	var mu sync.Mutex
-	var asked []string // what each write asked to be answered with (Accept)
+	var asked []string   // what each write asked to be answered with (Accept)
+	var methods []string // every request's method
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			methods = append(methods, req.Method)
 			if req.Method == http.MethodPatch || req.Method == http.MethodPost {
-				mu.Lock()
 				asked = append(asked, req.Method+" "+req.Header.Get("Accept"))
-				mu.Unlock()
 			}
+			mu.Unlock()
 			return rt.RoundTrip(req)
 		})
 	})
@@ -328,14 +331,24 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 		t.Errorf("applied again with a new image: UID %q, generation %d; want %q, 2", changed.UID, changed.Generation, d.UID)
 	}
 
+	// A kit with whole answers, whose cache holds Deployments (and has not seen this one), and
+	// which may read the apiserver.
 	whole := kit
-	whole.WholeAnswers = true
+	whole.WholeAnswers, whole.Reader = true, c
+	whole.Cached = func(client.Object) client.Reader { return notSeen{} }
 	w := deployment("whole", "i:1")
+	mu.Lock()
+	before := len(methods)
+	mu.Unlock()
 	if err := whole.Apply(ctx, parent, w); err != nil {
 		t.Fatal(err)
 	}
-	if a := lastAsked(); !strings.HasPrefix(a, http.MethodPost+" ") || strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
-		t.Errorf("with whole answers, a new object: sent %q, got revisionHistoryLimit %v, UID %q; want a create (POST) answered with the whole object", a, w.Spec.RevisionHistoryLimit, w.UID)
+	mu.Lock()
+	sent := slices.Clone(methods[before:])
+	mu.Unlock()
+	if a := lastAsked(); !cmp.Equal(sent, []string{http.MethodPost}) || strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
+		t.Errorf("with whole answers, a new object: sent %v asking for %q, got revisionHistoryLimit %v, UID %q; want a create (POST) alone, unread before, answered with the whole object",
+			sent, a, w.Spec.RevisionHistoryLimit, w.UID)
 	}
 	w2 := deployment("whole", "i:2")
 	if err := whole.Apply(ctx, parent, w2); err != nil {
