@@ -186,8 +186,9 @@ func (r *Reconciler) every(ctx context.Context, opts ...client.ListOption) []rec
 }
 
 // Reconcile applies everything the InferenceService needs, removes what it no longer needs and
-// writes the status. Every read is from a cache but one: a look for a same-named object before
-// kiln creates one.
+// writes the status. Every read is from a cache but those of the objects a write finds in the
+// way: a same-named object before kiln creates one (its create finds the first one of each
+// owned.Kit.ApplyAll), and the managed fields of one kiln created, before its first apply.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
@@ -539,7 +540,8 @@ func (r *Reconciler) applyAll(ctx context.Context, e *endpoint, sc scaling, have
 		return nil
 	}
 	before := func() error {
-		// A stable Deployment without the UID of an existing one is made by this ApplyAll.
+		// A stable Deployment without the UID of an existing one is created by this ApplyAll, or
+		// found by its create and applied: either way its arrival in the cache reconciles again.
 		servicesNext = stableDep == nil && p.stable.GetUID() == ""
 		return handOver()
 	}

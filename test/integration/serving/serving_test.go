@@ -519,11 +519,13 @@ func TestADeletedServiceComesBackAtOnce(t *testing.T) {
 
 // A Deployment kiln made and someone then stripped of the labels kiln's cache selects is out of
 // its sight: kiln finds it when it creates it anew (the create fails on the name), applies it,
-// which puts the labels back, and the InferenceService gets its Services and becomes Ready.
+// which puts the labels back, and the InferenceService becomes Ready.
 func TestADeploymentOutOfSightIsTakenBack(t *testing.T) {
 	ns := env.Namespace(t)
 	i := create(t, newISVC(ns, "sight", nil))
 	uid := deployment(t, ns, "sight-predictor").UID
+	// Its Services come with the Deployment's arrival: once they exist, that is past.
+	env.Await(t, ns, "sight-predictor", &corev1.Service{})
 	testenv.Eventually(t, func() error {
 		d := deployment(t, ns, "sight-predictor")
 		delete(d.Labels, inferenceservice.LabelService)
@@ -538,7 +540,6 @@ func TestADeploymentOutOfSightIsTakenBack(t *testing.T) {
 	})
 	makeReady(t, deployment(t, ns, "sight-predictor"))
 	waitStatus(t, i, conditionIs("Ready", metav1.ConditionTrue))
-	env.Await(t, ns, "sight-predictor", &corev1.Service{})
 }
 
 // A same-named object kiln did not make is never taken over (applying with force would, and

@@ -437,6 +437,24 @@ func TestANewObjectIsCreatedAndLaterAppliesPruneItsFields(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), stored); err != nil || stored.Data["mine"] != "yes" || len(stored.OwnerReferences) != 0 {
 		t.Errorf("another's object after the conflict: %v, data %v, owners %v; want it as it was", err, stored.Data, stored.OwnerReferences)
 	}
+	// Nothing is written unless the parent may have every object: another's found by the create
+	// of the first object (unread), or by the read of a later one, stops them all.
+	reads := blind
+	reads.Reader = c
+	for _, order := range [][]string{{"foreign", "unwritten"}, {"unwritten", "foreign"}} {
+		var objs []client.Object
+		for _, name := range order {
+			o := child(map[string]string{"a": "1"}, nil)
+			o.Name = name
+			objs = append(objs, o)
+		}
+		if err := reads.ApplyAll(ctx, parent, objs, nil); owned.AsConflict(err) == nil {
+			t.Errorf("applying %v, foreign another's: got %v, want a *Conflict", order, err)
+		}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unwritten"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("applying %v: the parent's object was written (%v), want none written", order, err)
+		}
+	}
 	// The parent's own object, found only by the create (its cache had not seen it): applied.
 	if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns}}); err != nil {
 		t.Fatal(err)
