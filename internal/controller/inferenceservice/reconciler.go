@@ -186,9 +186,9 @@ func (r *Reconciler) every(ctx context.Context, opts ...client.ListOption) []rec
 }
 
 // Reconcile applies everything the InferenceService needs, removes what it no longer needs and
-// writes the status. Every read is from a cache but those of the objects a write finds in the
-// way: a same-named object before kiln creates one (its create finds the first one of each
-// owned.Kit.ApplyAll), and the managed fields of one kiln created, before its first apply.
+// writes the status. Every read is from a cache but two: a look for a same-named object before
+// kiln creates one (for the first object an owned.Kit.ApplyAll writes, its create looks), and the
+// managed fields of an object kiln created, before its first apply.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	ctx, end := tracing.Start(ctx, "Reconcile InferenceService", "InferenceService", req.Namespace, req.Name)
 	defer func() { end(err) }()
@@ -494,9 +494,9 @@ func toldOf(created metav1.Time, old, conds []metav1.Condition, why trouble) tra
 
 // applyAll makes (creates, or server-side applies: docs/decisions.md, 26) the desired objects
 // and deletes those the spec dropped, through owned.Kit. An object of the same name kiln does not
-// control is never taken over: the *owned.Conflict says which object is in the way, and nothing
-// after it is written. It returns the Deployments as the apiserver answered (as read, where
-// nothing was written).
+// control is never taken over: nothing is written, and the *owned.Conflict says which object is
+// in the way. It returns the Deployments as the apiserver answered (as read, where nothing was
+// written).
 //
 // A new endpoint — its stable Deployment not in the cache — gets everything but its Services
 // (servicesNext): its Services, the objects it no longer wants deleted and its first status come
