@@ -122,7 +122,8 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
 	existing := make([]client.Object, len(objs))
 	sums := make([][sha256.Size]byte, len(objs))
-	writes := false // an object before this one is to be written
+	same := make([]bool, len(objs)) // applying it would change nothing (Applied)
+	writes := false                 // an object before this one is to be written
 	for i, obj := range objs {
 		sums[i] = k.Applied.sum(obj) // as built: before the existing object's UID is set
 		var err error
@@ -135,7 +136,8 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			}
 			obj.SetUID(existing[i].GetUID())
 		}
-		writes = writes || !k.Applied.unchanged(existing[i], sums[i])
+		same[i] = k.Applied.unchanged(existing[i], sums[i])
+		writes = writes || !same[i]
 	}
 	if before != nil {
 		if err := before(); err != nil {
@@ -144,7 +146,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 	}
 	for i, obj := range objs {
 		sum := sums[i]
-		if k.Applied.unchanged(existing[i], sum) {
+		if same[i] {
 			// As the apply would have answered: the object as it is — as its cache keeps it, which
 			// may be without what the cache drops (an InferenceService's Services: their spec).
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())
