@@ -41,8 +41,8 @@ type Kit struct {
 	// holds (read from Reader alone). Nil Cached: Client for every kind. A cache Cached gives
 	// holds every object of its kind the parents control (they carry the labels it selects), and
 	// the controller watches it, an object's arrival reconciling its parent: Delete takes its word
-	// that an object is not there, and so does ApplyAll of a kit with whole answers for the first
-	// object it is to write, which it creates.
+	// that an object is not there, and so does ApplyAll of a kit that creates new objects (whole
+	// answers, or a Creator) for the first object it is to write, which it creates.
 	Cached func(o client.Object) client.Reader
 	// ParentKind names the parent in conflicts ("TFJob", "InferenceService").
 	ParentKind string
@@ -64,6 +64,12 @@ type Kit struct {
 	// A kit with whole answers creates new objects rather than applies them (create, handOver),
 	// and reads managed fields through Reader (or Client without one), which must not be a cache.
 	WholeAnswers bool
+	// Creator, when set, has a kit without whole answers create new objects rather than apply
+	// them, answered with their metadata, as WholeAnswers does (its Reader must not be a cache
+	// either): for a kit that applies an existing object only when it changes (each first apply
+	// to a created object hands its fields over: handOver). Nil: a new object is applied, after
+	// a read that found none.
+	Creator *Creator
 }
 
 // Wire creates and deletes objects without reading the apiserver's answers.
@@ -103,9 +109,10 @@ func AsConflict(err error) *Conflict {
 
 // Apply server-side applies obj (built with parent's controller reference) when parent controls
 // the object of that name or there is none; otherwise it returns a *Conflict and writes nothing.
-// With WholeAnswers, an object that does not exist is created instead (create), and the first
-// apply to it hands the create's fields to the apply (handOver). An existing object is applied
-// with its UID, so the apply fails rather than take over an object that replaced it meanwhile.
+// With WholeAnswers or a Creator, an object that does not exist is created instead (create),
+// and the first apply to it hands the create's fields to the apply (handOver). An existing object
+// is applied with its UID, so the apply fails rather than take over an object that replaced it
+// meanwhile.
 // obj receives the apiserver's answer: the whole object with WholeAnswers, else its UID,
 // resourceVersion, generation and creation time, the rest of it staying as applied.
 func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
@@ -113,12 +120,12 @@ func (k Kit) Apply(ctx context.Context, parent, obj client.Object) error {
 }
 
 // ApplyAll is Apply of every object of objs, in order, reading each once: nothing is applied
-// unless parent may have every one (the first *Conflict comes back). A kit with whole answers
-// does not read the first object to be written when its cache does not hold it (beforeApply):
-// its create, the first write of objs, finds a name taken. before, when given, runs between the
-// checks and the writes; by then each object of objs that was read carries its UID, and one
-// without a UID is about to be created (a create that finds the parent's own object, out of its
-// cache's sight or not in it yet, applies it).
+// unless parent may have every one (the first *Conflict comes back). A kit that creates new
+// objects does not read the first object to be written when its cache does not hold it
+// (beforeApply): its create, the first write of objs, finds a name taken. before, when given,
+// runs between the checks and the writes; by then each object of objs that was read carries its
+// UID, and one without a UID is about to be created (a create that finds the parent's own
+// object, out of its cache's sight or not in it yet, applies it).
 func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.Object, before func() error) error {
 	existing := make([]client.Object, len(objs))
 	sums := make([][sha256.Size]byte, len(objs))
@@ -152,7 +159,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(existing[i]).Elem())
 			continue
 		}
-		if existing[i] == nil && k.WholeAnswers {
+		if existing[i] == nil && k.creates() {
 			found, err := k.create(ctx, parent, obj)
 			if err != nil {
 				return err
@@ -163,7 +170,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 			}
 			obj.SetUID(found.GetUID()) // the parent's, come meanwhile: applied
 		}
-		if k.WholeAnswers {
+		if k.creates() {
 			if err := k.handOver(ctx, obj); err != nil {
 				return err
 			}
@@ -180,30 +187,42 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 }
 
 // beforeApply is where ApplyAll reads an object that obj's cache does not hold: the apiserver
-// (Reader), except for a kit that creates new objects (whole answers), when obj is of a kind a
+// (Reader), except for a kit that creates new objects (creates), when obj is of a kind a
 // cache holds (Cached) and no object before it is to be written (firstWrite). Its create is then
 // the first write, fails if the name is taken, and reads the object (foundOnCreate): a conflict
 // still leaves every object unwritten. The objects after it are read, so that a conflict of
 // theirs comes back before that write. A new endpoint's Deployment is the first object of its
 // reconcile's writes, and its Service the first after the Deployment, which the next reconcile
 // finds unchanged: the reads before their creates were 400 of the about 1,000 requests kiln sent
-// for 200 InferenceServices, and each new one's first reconcile waited for its read
-// (docs/decisions.md, 26).
+// for 200 InferenceServices, and each new one's first reconcile waited for its read; a new
+// TrainJob's JobSet is the only object its reconcile writes (docs/decisions.md, 26).
 func (k Kit) beforeApply(obj client.Object, firstWrite bool) client.Reader {
-	if firstWrite && k.WholeAnswers && k.Cached != nil && k.Cached(obj) != nil {
+	if firstWrite && k.creates() && k.Cached != nil && k.Cached(obj) != nil {
 		return nil
 	}
 	return k.Reader
 }
 
+// creates says whether the kit creates new objects rather than applies them.
+func (k Kit) creates() bool { return k.WholeAnswers || k.Creator != nil }
+
 // create creates obj, which its cache (and, where it was read, the apiserver) did not have: found
 // is nil when the create made it, else the object of that name it found there (foundOnCreate).
-// The serving engine's kit (whole answers) creates a new child rather than applies it: the
-// apiserver makes it for about a quarter of an apply's work (it decodes no YAML and merges
-// nothing; docs/decisions.md, 26), and answers with the whole object either way.
+// The serving engine's kit (whole answers) and the TrainJob's (a Creator) create a new child
+// rather than apply it: the apiserver makes it for about a quarter of an apply's work (it
+// decodes no YAML and merges nothing; docs/decisions.md, 26). The answer is the whole object
+// with whole answers or without a Creator (Create), else its metadata.
 func (k Kit) create(ctx context.Context, parent, obj client.Object) (found client.Object, _ error) {
 	ctx, end := tracing.Start(ctx, "create "+kindOf(obj), kindOf(obj), obj.GetNamespace(), obj.GetName())
-	err := k.Client.Create(ctx, obj, client.FieldOwner(k.FieldOwner))
+	var err error
+	if k.WholeAnswers || k.Creator == nil {
+		err = k.Client.Create(ctx, obj, client.FieldOwner(k.FieldOwner))
+	} else {
+		var gvk schema.GroupVersionKind
+		if gvk, err = k.Client.GroupVersionKindFor(obj); err == nil {
+			err = k.Creator.Create(ctx, gvk, obj, k.FieldOwner)
+		}
+	}
 	end(err)
 	switch {
 	case err == nil:
@@ -281,10 +300,7 @@ func (k Kit) apply(ctx context.Context, obj client.Object) error {
 	if err := k.Client.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), opts...); err != nil {
 		return err
 	}
-	obj.SetUID(answer.UID)
-	obj.SetResourceVersion(answer.ResourceVersion)
-	obj.SetGeneration(answer.Generation)
-	obj.SetCreationTimestamp(answer.CreationTimestamp)
+	setIdentity(obj, answer)
 	return nil
 }
 

@@ -87,7 +87,19 @@ var trainJobKind = trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJo
 // NewReconciler returns the TrainJob reconciler.
 func NewReconciler(c client.Client, reader client.Reader, rec recorder.EventRecorder, clk clock.PassiveClock, g gang.Backend) *Reconciler {
 	return &Reconciler{client: c, clock: clk, gang: g, tell: transition.Teller{Recorder: rec, Framework: Framework, Now: clk.Now},
-		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: trainerv1alpha1.TrainJobKind}}
+		kit: owned.Kit{Client: c, Reader: reader, FieldOwner: "kiln", ParentKind: trainerv1alpha1.TrainJobKind, Cached: jobSetCache(c)}}
+}
+
+// jobSetCache gives the kit's JobSets c's cache, which holds every JobSet, and whose JobSets
+// the reconciler watches: a new JobSet is created without a read first (owned.Kit.Cached). No
+// cache of kiln's holds the other kinds the kit writes (an MPI runtime's hostfile).
+func jobSetCache(c client.Client) func(client.Object) client.Reader {
+	return func(o client.Object) client.Reader {
+		if _, ok := o.(*jobsetv1alpha2.JobSet); ok {
+			return c
+		}
+		return nil
+	}
 }
 
 // SetupWithManager watches TrainJobs, their JobSets (once the cluster serves JobSets) and the
@@ -111,6 +123,9 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if err != nil {
 		return err
 	}
+	// A new JobSet is created, answered with its metadata: the whole answer is its pod templates
+	// and managed fields. It is applied once it changes (update: a suspended one's new spec).
+	r.kit.Creator = owned.NewCreator(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper())
 	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)); err != nil {
 		return err
 	}
@@ -295,8 +310,8 @@ func (r *Reconciler) syncJobSet(ctx context.Context, job *trainerv1alpha1.TrainJ
 		o.problem = p
 		return err
 	}
-	// Applied, not created: one field manager owns all of it, so a field a patch no longer sets
-	// goes at the next apply.
+	// Created (the kit's Creator), then applied: its first apply hands the create's fields to the
+	// apply's field manager, so a field a patch no longer sets goes at that apply.
 	reason, message, err := owned.Why(r.kit.Apply(ctx, job, desired))
 	o.problem = Problem{Reason: reason, Message: message}
 	if reason == "" && err == nil {

@@ -336,16 +336,20 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	whole := kit
 	whole.WholeAnswers, whole.Reader = true, c
 	whole.Cached = func(client.Object) client.Reader { return notSeen{} }
+	sentSince := func(f func() error) ([]string, error) { // the methods of the requests f sent
+		mu.Lock()
+		before := len(methods)
+		mu.Unlock()
+		err := f()
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(methods[before:]), err
+	}
 	w := deployment("whole", "i:1")
-	mu.Lock()
-	before := len(methods)
-	mu.Unlock()
-	if err := whole.Apply(ctx, parent, w); err != nil {
+	sent, err := sentSince(func() error { return whole.Apply(ctx, parent, w) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	sent := slices.Clone(methods[before:])
-	mu.Unlock()
 	if a := lastAsked(); !cmp.Equal(sent, []string{http.MethodPost}) || strings.Contains(a, "PartialObjectMetadata") || w.Spec.RevisionHistoryLimit == nil || w.UID == "" {
 		t.Errorf("with whole answers, a new object: sent %v asking for %q, got revisionHistoryLimit %v, UID %q; want a create (POST) alone, unread before, answered with the whole object",
 			sent, a, w.Spec.RevisionHistoryLimit, w.UID)
@@ -358,6 +362,31 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 		t.Errorf("with whole answers, an existing object: sent %q, got generation %d; want an apply (PATCH) answered with the whole object, generation 2", a, w2.Generation)
 	}
 
+	// A kit with a Creator, its cache and reads as above: a new object is created, answered with
+	// its metadata alone.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := whole
+	created.WholeAnswers, created.Creator = false, owned.NewCreator(cfg, hc, c.RESTMapper())
+	m := deployment("created", "i:1")
+	sent, err = sentSince(func() error { return created.Apply(ctx, parent, m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := lastAsked(); !cmp.Equal(sent, []string{http.MethodPost}) || !strings.Contains(a, "PartialObjectMetadata") || m.UID == "" || m.Generation != 1 || m.Spec.RevisionHistoryLimit != nil {
+		t.Errorf("with a Creator, a new object: sent %v asking for %q, got UID %q, generation %d, revisionHistoryLimit %v; want a create (POST) alone, unread before, answered with its metadata (UID, generation 1), the rest as built",
+			sent, a, m.UID, m.Generation, m.Spec.RevisionHistoryLimit)
+	}
+	m2 := deployment("created", "i:2")
+	if err := created.Apply(ctx, parent, m2); err != nil {
+		t.Fatal(err)
+	}
+	if a := lastAsked(); !strings.HasPrefix(a, http.MethodPatch+" "+runtime.ContentTypeProtobuf+";as=PartialObjectMetadata") || m2.UID != m.UID || m2.Generation != 2 {
+		t.Errorf("with a Creator, an existing object: sent %q, got UID %q, generation %d; want an apply (PATCH) answered with metadata, UID %q, generation 2", a, m2.UID, m2.Generation, m.UID)
+	}
+
 	invalid := deployment("invalid", "i:1")
 	invalid.Spec.Template.Labels = map[string]string{"app": "another"} // its selector selects none of its pods
 	if err := kit.Apply(ctx, parent, invalid); !apierrors.IsInvalid(err) {
@@ -365,109 +394,120 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	}
 }
 
-// A kit that takes whole answers creates a new object (a create costs the apiserver a quarter of
-// an apply), and its first apply to it hands the create's fields to its apply manager: what a
-// later apply no longer sets goes, as from an object applied from the start. An object of that
-// name that is not the parent's, come after the read, is a conflict and stays as it is.
+// A kit that creates new objects (with whole answers, or a Creator: a create costs the apiserver
+// a quarter of an apply) hands the create's fields to its apply manager at its first apply to
+// it: what a later apply no longer sets goes, as from an object applied from the start. An
+// object of that name that is not the parent's, come after the read, is a conflict and stays as
+// it is.
 func TestANewObjectIsCreatedAndLaterAppliesPruneItsFields(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
-	defer cancel()
-	ns := env.Namespace(t)
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := env.Client
-	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent", Namespace: ns}}
-	if err := c.Create(ctx, parent); err != nil {
-		t.Fatal(err)
-	}
-	child := func(data map[string]string, labels map[string]string) *corev1.ConfigMap {
-		cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns, Labels: labels}, Data: data}
-		if err := controllerutil.SetControllerReference(parent, cm, c.Scheme()); err != nil {
-			t.Fatal(err)
-		}
-		return cm
-	}
-	kit := owned.Kit{Client: c, FieldOwner: "kiln-test", ParentKind: "ConfigMap", WholeAnswers: true}
-	managers := func() []string {
-		stored := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "child"}, stored); err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range stored.ManagedFields {
-			out = append(out, m.Manager+"/"+string(m.Operation))
-		}
-		return out
-	}
+	for name, kit := range map[string]owned.Kit{
+		"whole answers": {Client: c, FieldOwner: "kiln-test", ParentKind: "ConfigMap", WholeAnswers: true},
+		"a Creator":     {Client: c, FieldOwner: "kiln-test", ParentKind: "ConfigMap", Creator: owned.NewCreator(env.Config, hc, c.RESTMapper())},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+			defer cancel()
+			ns := env.Namespace(t)
+			parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "parent", Namespace: ns}}
+			if err := c.Create(ctx, parent); err != nil {
+				t.Fatal(err)
+			}
+			child := func(data map[string]string, labels map[string]string) *corev1.ConfigMap {
+				cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+					ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns, Labels: labels}, Data: data}
+				if err := controllerutil.SetControllerReference(parent, cm, c.Scheme()); err != nil {
+					t.Fatal(err)
+				}
+				return cm
+			}
+			managers := func() []string {
+				stored := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "child"}, stored); err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for _, m := range stored.ManagedFields {
+					out = append(out, m.Manager+"/"+string(m.Operation))
+				}
+				return out
+			}
 
-	if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, map[string]string{"x": "1"})); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := managers(), []string{"kiln-test/Update"}; !cmp.Equal(got, want) {
-		t.Errorf("after the first Apply the fields are held by %v, want %v (a create)", got, want)
-	}
-	applied := child(map[string]string{"a": "1"}, nil)
-	if err := kit.Apply(ctx, parent, applied); err != nil {
-		t.Fatal(err)
-	}
-	if _, kept := applied.Data["b"]; kept || applied.Labels["x"] != "" {
-		t.Errorf("applied without data b and label x: the answer has data %v, labels %v; want both gone", applied.Data, applied.Labels)
-	}
-	if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
-		t.Errorf("after an apply the fields are held by %v, want %v", got, want)
-	}
-	again := child(map[string]string{"a": "2"}, nil)
-	if err := kit.Apply(ctx, parent, again); err != nil || again.Data["a"] != "2" {
-		t.Errorf("applied data a=2: %v, answer %v", err, again.Data)
-	}
+			if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, map[string]string{"x": "1"})); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := managers(), []string{"kiln-test/Update"}; !cmp.Equal(got, want) {
+				t.Errorf("after the first Apply the fields are held by %v, want %v (a create)", got, want)
+			}
+			applied := child(map[string]string{"a": "1"}, nil)
+			if err := kit.Apply(ctx, parent, applied); err != nil {
+				t.Fatal(err)
+			}
+			if _, kept := applied.Data["b"]; kept || applied.Labels["x"] != "" {
+				t.Errorf("applied without data b and label x: the answer has data %v, labels %v; want both gone", applied.Data, applied.Labels)
+			}
+			if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
+				t.Errorf("after an apply the fields are held by %v, want %v", got, want)
+			}
+			again := child(map[string]string{"a": "2"}, nil)
+			if err := kit.Apply(ctx, parent, again); err != nil || again.Data["a"] != "2" {
+				t.Errorf("applied data a=2: %v, answer %v", err, again.Data)
+			}
 
-	// Another's object of a name the kit's reads did not show it (its cache has not seen it).
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
-	if err := c.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
-	blind := kit
-	blind.Cached = func(client.Object) client.Reader { return notSeen{} }
-	want := child(map[string]string{"a": "1"}, nil)
-	want.Name = "foreign"
-	err := blind.Apply(ctx, parent, want)
-	if owned.AsConflict(err) == nil {
-		t.Errorf("creating over another's object of that name: got %v, want a *Conflict", err)
-	}
-	stored := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), stored); err != nil || stored.Data["mine"] != "yes" || len(stored.OwnerReferences) != 0 {
-		t.Errorf("another's object after the conflict: %v, data %v, owners %v; want it as it was", err, stored.Data, stored.OwnerReferences)
-	}
-	// Nothing is written unless the parent may have every object: another's found by the create
-	// of the first object (unread), or by the read of a later one, stops them all.
-	reads := blind
-	reads.Reader = c
-	for _, order := range [][]string{{"foreign", "unwritten"}, {"unwritten", "foreign"}} {
-		var objs []client.Object
-		for _, name := range order {
-			o := child(map[string]string{"a": "1"}, nil)
-			o.Name = name
-			objs = append(objs, o)
-		}
-		if err := reads.ApplyAll(ctx, parent, objs, nil); owned.AsConflict(err) == nil {
-			t.Errorf("applying %v, foreign another's: got %v, want a *Conflict", order, err)
-		}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unwritten"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-			t.Errorf("applying %v: the parent's object was written (%v), want none written", order, err)
-		}
-	}
-	// The parent's own object, found only by the create (its cache had not seen it): applied.
-	if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, nil)); err != nil {
-		t.Fatal(err)
-	}
-	ours := child(map[string]string{"a": "3"}, nil)
-	if err := blind.Apply(ctx, parent, ours); err != nil || ours.Data["a"] != "3" || ours.Data["b"] != "" {
-		t.Errorf("applying the parent's own object that only the create found: %v, data %v; want a=3 and b gone", err, ours.Data)
-	}
-	if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
-		t.Errorf("after that apply the fields are held by %v, want %v", got, want)
+			// Another's object of a name the kit's reads did not show it (its cache has not seen it).
+			foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
+			if err := c.Create(ctx, foreign); err != nil {
+				t.Fatal(err)
+			}
+			blind := kit
+			blind.Cached = func(client.Object) client.Reader { return notSeen{} }
+			want := child(map[string]string{"a": "1"}, nil)
+			want.Name = "foreign"
+			err := blind.Apply(ctx, parent, want)
+			if owned.AsConflict(err) == nil {
+				t.Errorf("creating over another's object of that name: got %v, want a *Conflict", err)
+			}
+			stored := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), stored); err != nil || stored.Data["mine"] != "yes" || len(stored.OwnerReferences) != 0 {
+				t.Errorf("another's object after the conflict: %v, data %v, owners %v; want it as it was", err, stored.Data, stored.OwnerReferences)
+			}
+			// Nothing is written unless the parent may have every object: another's found by the create
+			// of the first object (unread), or by the read of a later one, stops them all.
+			reads := blind
+			reads.Reader = c
+			for _, order := range [][]string{{"foreign", "unwritten"}, {"unwritten", "foreign"}} {
+				var objs []client.Object
+				for _, name := range order {
+					o := child(map[string]string{"a": "1"}, nil)
+					o.Name = name
+					objs = append(objs, o)
+				}
+				if err := reads.ApplyAll(ctx, parent, objs, nil); owned.AsConflict(err) == nil {
+					t.Errorf("applying %v, foreign another's: got %v, want a *Conflict", order, err)
+				}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "unwritten"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+					t.Errorf("applying %v: the parent's object was written (%v), want none written", order, err)
+				}
+			}
+			// The parent's own object, found only by the create (its cache had not seen it): applied.
+			if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := kit.Apply(ctx, parent, child(map[string]string{"a": "1", "b": "2"}, nil)); err != nil {
+				t.Fatal(err)
+			}
+			ours := child(map[string]string{"a": "3"}, nil)
+			if err := blind.Apply(ctx, parent, ours); err != nil || ours.Data["a"] != "3" || ours.Data["b"] != "" {
+				t.Errorf("applying the parent's own object that only the create found: %v, data %v; want a=3 and b gone", err, ours.Data)
+			}
+			if got, want := managers(), []string{"kiln-test/Apply"}; !cmp.Equal(got, want) {
+				t.Errorf("after that apply the fields are held by %v, want %v", got, want)
+			}
+		})
 	}
 }
 
