@@ -23,7 +23,7 @@ const metadataJSON = runtime.ContentTypeJSON + ";as=PartialObjectMetadata;g=meta
 
 // Creator creates objects, answered with their metadata alone: how a kit without whole answers
 // creates a new object (Kit.Creator). controller-runtime's client decodes a create's whole
-// answer (a JobSet's pod templates and managed fields), and its metadata client cannot create.
+// answer (a JobSet's pod templates), and its metadata client cannot create.
 type Creator struct {
 	cfg     *rest.Config
 	hc      *http.Client
@@ -53,11 +53,15 @@ func (c *Creator) Create(ctx context.Context, gvk schema.GroupVersionKind, obj c
 		return err
 	}
 	req := rc.Post().Resource(mapping.Resource.Resource).Param("fieldManager", fieldOwner).
-		SetHeader("Accept", metadataJSON).Body(body)
+		SetHeader("Content-Type", runtime.ContentTypeJSON).SetHeader("Accept", metadataJSON).Body(body)
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		req = req.Namespace(obj.GetNamespace())
 	}
-	raw, err := req.Do(ctx).Raw()
+	res := req.Do(ctx)
+	if err := res.Error(); err != nil {
+		return err // the apiserver's Status, its message and all (Raw's error has its code alone)
+	}
+	raw, err := res.Raw()
 	if err != nil {
 		return err
 	}

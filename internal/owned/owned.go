@@ -66,9 +66,9 @@ type Kit struct {
 	WholeAnswers bool
 	// Creator, when set, has a kit without whole answers create new objects rather than apply
 	// them, answered with their metadata, as WholeAnswers does (its Reader must not be a cache
-	// either): for a kit that applies an existing object only when it changes (each first apply
-	// to a created object hands its fields over: handOver). Nil: a new object is applied, after
-	// a read that found none.
+	// either): for a kit that applies an existing object only when it changes (each apply of a
+	// kit that creates reads the object's metadata first, to hand a create's fields over:
+	// handOver). Nil: a new object is applied, after a read that found none.
 	Creator *Creator
 }
 
@@ -195,7 +195,7 @@ func (k Kit) ApplyAll(ctx context.Context, parent client.Object, objs []client.O
 // reconcile's writes, and its Service the first after the Deployment, which the next reconcile
 // finds unchanged: the reads before their creates were 400 of the about 1,000 requests kiln sent
 // for 200 InferenceServices, and each new one's first reconcile waited for its read; a new
-// TrainJob's JobSet is the only object its reconcile writes (docs/decisions.md, 26).
+// TrainJob's JobSet is the only object of its ApplyAll (docs/decisions.md, 26).
 func (k Kit) beforeApply(obj client.Object, firstWrite bool) client.Reader {
 	if firstWrite && k.creates() && k.Cached != nil && k.Cached(obj) != nil {
 		return nil
@@ -304,11 +304,12 @@ func (k Kit) apply(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// Get reads the parent's object of obj's name into obj, from the cache alone: false when there is
-// none, or one the parent does not control (what a status reports on is only ever its own).
+// Get reads the parent's object of obj's name into obj, from the cache alone (Cached's, else
+// Client's): false when there is none, or one the parent does not control (what a status reports
+// on is only ever its own).
 func (k Kit) Get(ctx context.Context, parent, obj client.Object) (bool, error) {
 	cache := client.Reader(k.Client)
-	if k.Cached != nil {
+	if k.Cached != nil && k.Cached(obj) != nil {
 		cache = k.Cached(obj)
 	}
 	err := cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)

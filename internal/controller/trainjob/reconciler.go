@@ -123,8 +123,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager, workers int) error {
 	if err != nil {
 		return err
 	}
-	// A new JobSet is created, answered with its metadata: the whole answer is its pod templates
-	// and managed fields. It is applied once it changes (update: a suspended one's new spec).
+	// A new JobSet is created, answered with its metadata: the whole answer would be its pod
+	// templates. It is applied once it changes (update: a suspended one's new spec).
 	r.kit.Creator = owned.NewCreator(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper())
 	if r.status, err = statuspatch.NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetRESTMapper(), trainerv1alpha1.GroupVersion.WithKind(trainerv1alpha1.TrainJobKind)); err != nil {
 		return err

@@ -392,6 +392,10 @@ func TestAppliesAnswerWithTheObjectsMetadata(t *testing.T) {
 	if err := kit.Apply(ctx, parent, invalid); !apierrors.IsInvalid(err) {
 		t.Errorf("applying a Deployment whose selector misses its pods: got %v, want the apiserver's Invalid", err)
 	}
+	invalid.Name = "invalid-created"
+	if err := created.Apply(ctx, parent, invalid); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "does not match template") {
+		t.Errorf("creating a Deployment whose selector misses its pods through a Creator: got %v, want the apiserver's Invalid with its message", err)
+	}
 }
 
 // A kit that creates new objects (with whole answers, or a Creator: a create costs the apiserver
