@@ -309,8 +309,10 @@ func (k Kit) apply(ctx context.Context, obj client.Object) error {
 // on is only ever its own).
 func (k Kit) Get(ctx context.Context, parent, obj client.Object) (bool, error) {
 	cache := client.Reader(k.Client)
-	if k.Cached != nil && k.Cached(obj) != nil {
-		cache = k.Cached(obj)
+	if k.Cached != nil {
+		if c := k.Cached(obj); c != nil {
+			cache = c
+		}
 	}
 	err := cache.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 	switch {
