@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"net/http"
 	"slices"
 	"sync"
 
@@ -202,11 +201,12 @@ var jsonCuts = map[schema.GroupResource][]watchtrim.Cut{
 	},
 }
 
-// cacheHTTPClient is the cache's connection to the apiserver: cfg's, whose watch events come
+// trimWatches gives the cache its connection to the apiserver: cfg's, whose watch events come
 // without what decoding them would only throw away (the spec and managedFields of pods and
-// services, the managedFields of custom resources, a JobSet's templates).
-func cacheHTTPClient(cfg *rest.Config) (*http.Client, error) {
-	return watchtrim.HTTPClient(cfg, specless, jsonCuts)
+// services, the managedFields of custom resources, a JobSet's templates), and informers that
+// decode the JSON ones in one pass (watchtrim.ForCache).
+func trimWatches(opts *cache.Options, cfg *rest.Config) error {
+	return watchtrim.ForCache(opts, cfg, specless, jsonCuts)
 }
 
 // readOnly turns off the deep copy of cached objects on every Get and List, for the kinds whose

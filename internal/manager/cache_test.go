@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -172,10 +173,11 @@ func TestTheCacheSharesTheManagersConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caches, err := cacheHTTPClient(cfg)
-	if err != nil {
+	opts := cache.Options{Scheme: runtime.NewScheme()}
+	if err := trimWatches(&opts, cfg); err != nil {
 		t.Fatal(err)
 	}
+	caches := opts.HTTPClient
 	if a, b := innermost(managers.Transport), innermost(caches.Transport); a != b {
 		t.Errorf("the cache's transport %T %p is not the manager's %T %p", b, b, a, a)
 	}

@@ -207,7 +207,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, metrics.Access
 	}
 	cacheOpts := cacheOptions(o.Namespaces, frameworks, own, o.Engine.DefaultCleanPodPolicy)
-	if cacheOpts.HTTPClient, err = cacheHTTPClient(cfg); err != nil {
+	cacheOpts.Scheme = scheme
+	if err = trimWatches(&cacheOpts, cfg); err != nil {
 		return nil, err
 	}
 	opts := ctrl.Options{

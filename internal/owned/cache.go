@@ -14,21 +14,19 @@ import (
 // those selector matches (a label kiln puts on them), in the manager's namespaces (none: all),
 // without managedFields; byObject sets what differs per kind (a transform). The watch events of
 // the specless kinds (built-in kinds; byObject's transforms must drop their spec) come without
-// their spec (watchtrim). The manager's cache has one selector per kind, already taken by another
+// their spec, and the events of custom resources are decoded in one pass (watchtrim). The manager's cache has one selector per kind, already taken by another
 // controller's children, hence one of its own.
 func NewCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, byObject map[client.Object]cache.ByObject, specless ...schema.GroupVersionKind) (cache.Cache, error) {
-	hc := mgr.GetHTTPClient()
-	if len(specless) > 0 {
-		var err error
-		if hc, err = watchtrim.HTTPClient(mgr.GetConfig(), specless, nil); err != nil {
-			return nil, err
-		}
-	}
 	opts := cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: hc,
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		DefaultLabelSelector: selector,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		ByObject:             byObject,
+	}
+	if len(specless) > 0 {
+		if err := watchtrim.ForCache(&opts, mgr.GetConfig(), specless, nil); err != nil {
+			return nil, err
+		}
 	}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

@@ -3,6 +3,7 @@ package watchtrim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 )
 
 // Cut is a member of an object that a JSON watch stream's events lose: the names leading to it
@@ -115,6 +117,29 @@ func (r *jsonReader) Read(p []byte) (int, error) {
 }
 
 func (r *jsonReader) Close() error { return r.body.Close() }
+
+// event is the next line of the stream, trimmed, for a reader that decodes the events itself
+// (eventDecoder) rather than reading the stream (Read). A line of maxEvent bytes or more fails
+// the watch, as client-go's decoder fails it; so does a stream that ends inside a line (cut
+// off: kube-apiserver ends every event with a line end).
+func (r *jsonReader) event() ([]byte, error) {
+	for {
+		passing := r.passing
+		if line, ok := r.line(); ok {
+			if passing || r.passing || len(line) > maxEvent {
+				return nil, fmt.Errorf("a watch event of %d bytes or more: %w", maxEvent, streaming.ErrObjectTooLarge)
+			}
+			return line, nil
+		}
+		if r.err != nil {
+			if r.at < len(r.in) && errors.Is(r.err, io.EOF) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, r.err
+		}
+		r.fill()
+	}
+}
 
 // line takes the next whole line out of r.in and returns it trimmed, or as it came. Of a line
 // of maxEvent bytes or more it returns what r.in holds, as it came, up to the line's end.

@@ -9,7 +9,9 @@
 //
 // Each event is rewritten before client-go reads it, so client-go decodes the same object with
 // those fields empty. Anything else (error events, other kinds, an event that does not parse as
-// the form described below and in json.go) passes through unchanged.
+// the form described below and in json.go) passes through unchanged. The JSON streams of the
+// informers NewInformer makes are not read by client-go's decoder but by theirs, which decodes
+// each trimmed event's object in one pass (decode.go).
 package watchtrim
 
 import (
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // The protobuf field numbers this package reads, from the generated.proto files of
@@ -71,6 +74,20 @@ func Transport(specless []schema.GroupVersionKind, cut map[schema.GroupResource]
 	}
 }
 
+// ForCache gives a cache (opts, whose Scheme is set) HTTPClient's connection and NewInformer's
+// informers: its watch streams trimmed, and the JSON ones decoded in one pass.
+func ForCache(opts *cache.Options, cfg *rest.Config, specless []schema.GroupVersionKind, cut map[schema.GroupResource][]Cut) error {
+	if opts.Scheme == nil {
+		return errors.New("watchtrim: the cache's options have no scheme")
+	}
+	hc, err := HTTPClient(cfg, specless, cut)
+	if err != nil {
+		return err
+	}
+	opts.HTTPClient, opts.NewInformer = hc, NewInformer(opts.Scheme)
+	return nil
+}
+
 // HTTPClient is cfg's HTTP client whose watch streams Transport trims, for a cache whose
 // transforms drop the same: the spec of the specless kinds, every object's managedFields, and
 // the members cut names. It shares cfg's connections (client-go keeps one transport per TLS
@@ -108,7 +125,12 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !ok {
 			tree = t.plain
 		}
-		resp.Body = &jsonReader{body: resp.Body, tree: tree}
+		stream := &jsonReader{body: resp.Body, tree: tree}
+		if jsonStreamFor(req, stream) {
+			resp.Body = http.NoBody // client-go's watcher ends at once; the stream is read by NewInformer's
+		} else {
+			resp.Body = stream
+		}
 	default:
 		return resp, nil
 	}

@@ -122,6 +122,7 @@ func decoded(t testing.TB, frames io.ReadCloser, events runtime.Decoder, objects
 
 // cannedTransport answers every request with one response of the body and content type.
 type cannedTransport struct {
+	status      int // 0: 200
 	contentType string
 	body        []byte
 	wrap        func(io.Reader) io.Reader
@@ -132,7 +133,11 @@ func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.wrap != nil {
 		body = c.wrap(body)
 	}
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {c.contentType}},
+	status := c.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {c.contentType}},
 		Body: io.NopCloser(body), ContentLength: int64(len(c.body)), Request: req}, nil
 }
 
