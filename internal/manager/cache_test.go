@@ -178,6 +178,9 @@ func TestTheCacheSharesTheManagersConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	caches := opts.HTTPClient
+	if opts.NewInformer == nil {
+		t.Error("the cache's informers are client-go's: its JSON watch events would be decoded five times over")
+	}
 	if a, b := innermost(managers.Transport), innermost(caches.Transport); a != b {
 		t.Errorf("the cache's transport %T %p is not the manager's %T %p", b, b, a, a)
 	}

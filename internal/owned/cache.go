@@ -14,8 +14,9 @@ import (
 // those selector matches (a label kiln puts on them), in the manager's namespaces (none: all),
 // without managedFields; byObject sets what differs per kind (a transform). The watch events of
 // the specless kinds (built-in kinds; byObject's transforms must drop their spec) come without
-// their spec, and the events of custom resources are decoded in one pass (watchtrim). The manager's cache has one selector per kind, already taken by another
-// controller's children, hence one of its own.
+// their spec (watchtrim.ForCache, which would also decode typed custom resources in one pass;
+// these caches hold none: their optional kinds are unstructured). The manager's cache has one
+// selector per kind, already taken by another controller's children, hence one of its own.
 func NewCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, byObject map[client.Object]cache.ByObject, specless ...schema.GroupVersionKind) (cache.Cache, error) {
 	opts := cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),

@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -51,7 +50,7 @@ func NewInformer(scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.
 // a typed object of scheme's.
 func decodingFor(lw toolscache.ListerWatcher, obj runtime.Object, scheme *runtime.Scheme) (*decoding, bool) {
 	switch obj.(type) {
-	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+	case runtime.Unstructured, *metav1.PartialObjectMetadata: // as controller-runtime tells them from typed objects
 		return nil, false
 	}
 	typ := reflect.TypeOf(obj)
@@ -153,7 +152,7 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 		return "", nil, fmt.Errorf("got invalid watch event type: %v", typ)
 	}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(object, obj); err != nil {
-		return "", nil, fmt.Errorf("unable to decode watch event: %v", err)
+		return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
 	}
 	kind := obj.GetObjectKind()
 	if typ != watch.Error && kind.GroupVersionKind() != d.gvk {

@@ -1,18 +1,24 @@
 package watchtrim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -20,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
@@ -90,7 +97,10 @@ func TestOneDecodeMakesWhatClientGoMakes(t *testing.T) {
 	})
 }
 
-func TestAnEventClientGoRefusesIsRefused(t *testing.T) {
+// An event not of kube-apiserver's form is refused, and the watch fails: as client-go's decoder
+// refuses the first three; client-go would have read the first value of a line of several, and
+// handed an object of another kind to the reflector, which drops it.
+func TestAnEventNotAsTheApiserverWritesItIsRefused(t *testing.T) {
 	for name, c := range map[string]struct {
 		line, want string
 	}{
@@ -165,6 +175,22 @@ func TestAnInformersWatchIsDecodedOnceThroughClientGo(t *testing.T) {
 			t.Errorf("got %v %#v, want an error event of the informer's decoder", e.Type, e.Object)
 		}
 	})
+	t.Run("stopped", func(t *testing.T) { // the stream it was handed is closed
+		open, _ := io.Pipe() // a watch that stays open until it is closed
+		canned.body, canned.closed, canned.wrap = body, &atomic.Bool{}, func(io.Reader) io.Reader { return open }
+		defer func() { canned.closed, canned.wrap = nil, nil }()
+		w, err := decodingOf(t, lw).WatchWithContext(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		if !canned.closed.Load() {
+			open.Close() // ends the decoder's read
+			t.Fatal("the watch stopped, its stream is still open")
+		}
+		for range w.ResultChan() { // and its decoder ends
+		}
+	})
 	t.Run("an error", func(t *testing.T) {
 		canned.status, canned.contentType = http.StatusForbidden, "application/json"
 		canned.body = []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"jobsets is forbidden","reason":"Forbidden","code":403}`)
@@ -206,9 +232,82 @@ func decodingOf(t *testing.T, lw toolscache.ListerWatcher) *decoding {
 
 func TestOnlyTypedObjectsOfTheSchemeAreDecodedOnce(t *testing.T) {
 	lw := &toolscache.ListWatch{}
-	for _, obj := range []runtime.Object{&metav1.PartialObjectMetadata{}, &jobsetv1alpha2.JobSetList{TypeMeta: metav1.TypeMeta{Kind: "x"}}} {
-		if _, ok := decodingFor(lw, obj, runtime.NewScheme()); ok {
+	kind := jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet")
+	untyped := &unstructured.Unstructured{}
+	untyped.SetGroupVersionKind(kind)
+	metadata := &metav1.PartialObjectMetadata{}
+	metadata.SetGroupVersionKind(kind)
+	for _, obj := range []runtime.Object{untyped, metadata, &batchv1.Job{}} { // a Job: not of the scheme
+		if _, ok := decodingFor(lw, obj, jobSetScheme); ok {
 			t.Errorf("%T: decoded once, want client-go's decoder", obj)
+		}
+	}
+	if _, ok := decodingFor(lw, &jobsetv1alpha2.JobSet{}, jobSetScheme); !ok {
+		t.Error("JobSets are decoded by client-go, want once")
+	}
+}
+
+// Through controller-runtime's cache: the watch requests of the JobSet informer it makes with
+// NewInformer carry the handoff, so their JSON streams go to the informer's decoder (the
+// round tripper's part, and the decoder's, are the tests above).
+func TestTheCachesInformersDecodeOnce(t *testing.T) {
+	list := []byte(`{"kind":"JobSetList","apiVersion":"jobset.x-k8s.io/v1alpha2","metadata":{"resourceVersion":"1"},"items":[]}`)
+	watches := make(chan bool, 10)
+	cfg := &rest.Config{Host: "https://apiserver", Transport: listOrWatch{list: list, watches: watches}}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"), meta.RESTScopeNamespace)
+	opts := cache.Options{Scheme: jobSetScheme, Mapper: mapper}
+	if err := ForCache(&opts, cfg, nil, testCuts); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { _ = c.Start(ctx) }()
+	go func() { _, _ = c.GetInformer(ctx, &jobsetv1alpha2.JobSet{}) }()
+	select {
+	case handedOver := <-watches:
+		if !handedOver {
+			t.Error("the informer's watch request carries no handoff: its stream would be client-go's to decode")
+		}
+	case <-ctx.Done():
+		t.Fatal("the informer never watched")
+	}
+}
+
+// listOrWatch answers a list request with the list, a watch request with an empty stream, and
+// says on watches whether each watch request carried a handoff.
+type listOrWatch struct {
+	list    []byte
+	watches chan<- bool
+}
+
+func (l listOrWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	body := l.list
+	if req.URL.Query().Get("watch") == "true" {
+		_, handedOver := req.Context().Value(handoffKey{}).(*handoff)
+		select {
+		case l.watches <- handedOver:
+		default:
+		}
+		body = nil
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+}
+
+// With a client timeout the cache's informers are client-go's (ForCache).
+func TestACacheWithAClientTimeoutDecodesAsClientGo(t *testing.T) {
+	for timeout, want := range map[time.Duration]bool{0: true, time.Minute: false} {
+		opts := cache.Options{Scheme: jobSetScheme}
+		if err := ForCache(&opts, &rest.Config{Host: "https://apiserver", Timeout: timeout}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := opts.NewInformer != nil; got != want {
+			t.Errorf("timeout %v: informers decoding once %v, want %v", timeout, got, want)
 		}
 	}
 }

@@ -75,7 +75,10 @@ func Transport(specless []schema.GroupVersionKind, cut map[schema.GroupResource]
 }
 
 // ForCache gives a cache (opts, whose Scheme is set) HTTPClient's connection and NewInformer's
-// informers: its watch streams trimmed, and the JSON ones decoded in one pass.
+// informers: its watch streams trimmed, and the JSON ones decoded in one pass. Not with a
+// cfg.Timeout: its HTTP client cancels a request when the body client-go holds is closed, and
+// client-go closes the empty body it is handed at once, which would end every handed-over
+// stream (its informers are then client-go's).
 func ForCache(opts *cache.Options, cfg *rest.Config, specless []schema.GroupVersionKind, cut map[schema.GroupResource][]Cut) error {
 	if opts.Scheme == nil {
 		return errors.New("watchtrim: the cache's options have no scheme")
@@ -84,7 +87,10 @@ func ForCache(opts *cache.Options, cfg *rest.Config, specless []schema.GroupVers
 	if err != nil {
 		return err
 	}
-	opts.HTTPClient, opts.NewInformer = hc, NewInformer(opts.Scheme)
+	opts.HTTPClient = hc
+	if cfg.Timeout == 0 {
+		opts.NewInformer = NewInformer(opts.Scheme)
+	}
 	return nil
 }
 

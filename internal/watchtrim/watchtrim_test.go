@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -126,6 +127,21 @@ type cannedTransport struct {
 	contentType string
 	body        []byte
 	wrap        func(io.Reader) io.Reader
+	closed      *atomic.Bool // if set, set when the body is closed
+}
+
+// closeRecorder is a body that records its closing.
+type closeRecorder struct {
+	io.Reader
+	closed *atomic.Bool
+}
+
+func (c closeRecorder) Close() error {
+	c.closed.Store(true)
+	if closer, ok := c.Reader.(io.Closer); ok {
+		return closer.Close()
+	}
+	return nil
 }
 
 func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -137,8 +153,12 @@ func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	var rc io.ReadCloser = io.NopCloser(body)
+	if c.closed != nil {
+		rc = closeRecorder{Reader: body, closed: c.closed}
+	}
 	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {c.contentType}},
-		Body: io.NopCloser(body), ContentLength: int64(len(c.body)), Request: req}, nil
+		Body: rc, ContentLength: int64(len(c.body)), Request: req}, nil
 }
 
 // through sends the body through the trimming round tripper, as a response of the content type.
