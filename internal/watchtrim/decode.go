@@ -131,8 +131,9 @@ type eventDecoder struct {
 func (d *eventDecoder) Close() { d.stream.Close() }
 
 // Decode reads the next event: what client-go's decoder would have made of it, or the error it
-// would have returned (an event of another type, an object that is not JSON, of no kind or of
-// another kind).
+// would have returned (an event of another type, an object that is not JSON or of no kind). An
+// object of another kind than the informer's is an error too, where client-go would have
+// decoded it for the reflector to drop (docs/decisions.md, 27).
 func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 	line, err := d.stream.event()
 	if err != nil {
