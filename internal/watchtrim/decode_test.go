@@ -45,26 +45,13 @@ func clientGoDecode(t testing.TB, body io.ReadCloser) ([]watch.Event, error) {
 // handed over by the round tripper, decoded by an eventDecoder of JobSets.
 func oneDecode(t testing.TB, url string, body []byte, wrap func(io.Reader) io.Reader) ([]watch.Event, error) {
 	t.Helper()
-	d := jobSetDecoder(t, url, body, wrap)
-	var out []watch.Event
-	for {
-		typ, obj, err := d.Decode()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, watch.Event{Type: typ, Object: obj})
-	}
+	return eventsOf(jobSetDecoder(t, url, body, wrap))
 }
 
 func jobSetDecoder(t testing.TB, url string, body []byte, wrap func(io.Reader) io.Reader) *eventDecoder {
 	t.Helper()
-	rt := Transport(nil, testCuts)(cannedTransport{contentType: jsonWatchType, body: body, wrap: wrap})
 	h := &handoff{}
-	req, _ := http.NewRequestWithContext(context.WithValue(context.Background(), handoffKey{}, h), http.MethodGet, url, nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := roundTrip(t, context.WithValue(context.Background(), handoffKey{}, h), url, jsonWatchType, body, wrap)
 	if resp.Body != http.NoBody || h.stream == nil {
 		t.Fatal("the round tripper did not hand the JSON stream over")
 	}

@@ -2,6 +2,7 @@ package watchtrim
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -110,7 +111,11 @@ func encoded(t testing.TB, frame func(io.Writer) io.Writer, events, objects runt
 // stream ends.
 func decoded(t testing.TB, frames io.ReadCloser, events runtime.Decoder, objects runtime.Decoder) ([]watch.Event, error) {
 	t.Helper()
-	dec := restwatch.NewDecoder(streaming.NewDecoder(frames, events), objects)
+	return eventsOf(restwatch.NewDecoder(streaming.NewDecoder(frames, events), objects))
+}
+
+// eventsOf reads dec's events until it fails (io.EOF at the stream's end).
+func eventsOf(dec watch.Decoder) ([]watch.Event, error) {
 	var out []watch.Event
 	for {
 		typ, obj, err := dec.Decode()
@@ -170,13 +175,20 @@ func through(t testing.TB, contentType string, body []byte, wrap func(io.Reader)
 // throughURL is through for a request of the URL.
 func throughURL(t testing.TB, url, contentType string, body []byte, wrap func(io.Reader) io.Reader) io.ReadCloser {
 	t.Helper()
+	return roundTrip(t, context.Background(), url, contentType, body, wrap).Body
+}
+
+// roundTrip is the trimming round tripper's response to a request of the URL and context,
+// answered with the body as the content type.
+func roundTrip(t testing.TB, ctx context.Context, url, contentType string, body []byte, wrap func(io.Reader) io.Reader) *http.Response {
+	t.Helper()
 	rt := Transport([]schema.GroupVersionKind{podKind, serviceKind}, testCuts)(cannedTransport{contentType: contentType, body: body, wrap: wrap})
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Body
+	return resp
 }
 
 func withoutSpecAndManagedFields[T runtime.Object](obj T, clear func(T)) T {
