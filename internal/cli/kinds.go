@@ -167,6 +167,9 @@ func (k kind) summarize(obj *unstructured.Unstructured) summary {
 			last = &conds[i]
 		}
 	}
+	if last == nil && k.name == "TrainJob" {
+		return trainJobState(obj, conds)
+	}
 	if last == nil {
 		return summary{state: statePending}
 	}
@@ -181,6 +184,32 @@ func (k kind) summarize(obj *unstructured.Unstructured) summary {
 		s.why = last.message
 	}
 	return s
+}
+
+// trainJobState is the state of a TrainJob no condition of which holds, as Kubeflow's SDK reads it:
+// Running once every Job of its JobSet has its pods ready (or done), Created before; kiln's Created
+// or Running condition, false, says why it cannot run yet.
+func trainJobState(obj *unstructured.Unstructured, conds []condition) summary {
+	for _, c := range conds {
+		switch c.kind {
+		case "Created":
+			return summary{state: statePending, why: c.message}
+		case "Running":
+			return summary{state: "Created", why: c.message}
+		}
+	}
+	counts, _, _ := unstructured.NestedSlice(obj.Object, "status", "jobsStatus")
+	if len(counts) == 0 {
+		return summary{state: statePending}
+	}
+	for _, c := range counts {
+		m, _ := c.(map[string]any)
+		active, ready, succeeded := toInt(m["active"]), toInt(m["ready"]), toInt(m["succeeded"])
+		if ready < active || active+succeeded == 0 {
+			return summary{state: "Created"}
+		}
+	}
+	return summary{state: "Running"}
 }
 
 // condition is one of a status's conditions, as Kubeflow's and metav1's both write them.

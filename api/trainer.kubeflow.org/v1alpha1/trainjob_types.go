@@ -39,8 +39,9 @@ const (
 	TrainJobSuspended = "Suspended"
 	TrainJobComplete  = "Complete"
 	TrainJobFailed    = "Failed"
-	// TrainJobCreated and TrainJobRunning are kiln's: the JobSet exists, and every node's pod
-	// is ready or done. Trainer leaves them to the SDK, which reads the pods.
+	// TrainJobCreated and TrainJobRunning are kiln's, and only ever say why the TrainJob cannot
+	// be running: Created while its JobSet cannot be made, Running False while its gang waits.
+	// Kubeflow's SDK reports a TrainJob Running from its pods only while it has no condition.
 	TrainJobCreated = "Created"
 	TrainJobRunning = "Running"
 )
@@ -351,7 +352,8 @@ type ContainerPatch struct {
 // TrainJobStatus is how the run goes.
 // +kubebuilder:validation:MinProperties=1
 type TrainJobStatus struct {
-	// Conditions: Suspended, Complete and Failed (Trainer's), Created and Running (kiln's).
+	// Conditions: Suspended, Complete and Failed (Trainer's); Created and Running (kiln's)
+	// only while they say why the TrainJob cannot be running.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8

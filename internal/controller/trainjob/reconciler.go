@@ -174,7 +174,7 @@ func (r *Reconciler) waitingFor(kind string) func(context.Context, client.Object
 		}
 		var out []reconcile.Request
 		for _, j := range jobs.Items {
-			if refKind(&j) == kind && j.Spec.RuntimeRef.Name == o.GetName() && !created(&j) {
+			if refKind(&j) == kind && j.Spec.RuntimeRef.Name == o.GetName() && !madeJobSet(&j) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
 			}
 		}
@@ -431,7 +431,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainerv1alpha1.Train
 		}
 		return fmt.Errorf("writing status of TrainJob %s: %w", job.Name, err)
 	}
-	r.tell.Tell(job, told(job, job.Status, st))
+	r.tell.Tell(job, told(job, job.Status, st, o.jobSet))
 	job.Status = st
 	return nil
 }

@@ -35,8 +35,9 @@ func finished(job *trainerv1alpha1.TrainJob) bool {
 		meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobFailed)
 }
 
-func created(job *trainerv1alpha1.TrainJob) bool {
-	return meta.IsStatusConditionTrue(job.Status.Conditions, trainerv1alpha1.TrainJobCreated)
+// madeJobSet says kiln has seen the TrainJob's JobSet: its status has the replicated jobs' counts.
+func madeJobSet(job *trainerv1alpha1.TrainJob) bool {
+	return len(job.Status.JobsStatus) > 0
 }
 
 // deadlineLeft is the time left of the run's activeDeadlineSeconds, counted (as Trainer counts
@@ -59,7 +60,8 @@ func deadlineLeft(job *trainerv1alpha1.TrainJob, js *jobsetv1alpha2.JobSet, now 
 }
 
 // status derives the TrainJob's status from what was observed: Trainer's Suspended, Complete and
-// Failed, kiln's Created and Running, and each replicated job's counts.
+// Failed, each replicated job's counts, and kiln's Created or Running while one says why the
+// TrainJob cannot be running (why).
 func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobStatus {
 	st := *job.Status.DeepCopy()
 	now := metav1.NewTime(o.now)
@@ -78,18 +80,6 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 	if finished(job) {
 		return st // the verdict stands, whatever becomes of the JobSet
 	}
-	switch {
-	case js != nil && o.problem.Reason != "":
-		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created; now: "+o.problem.Message)
-	case js != nil:
-		set(trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet "+js.Name+" created")
-	case o.problem.Reason != "":
-		set(trainerv1alpha1.TrainJobCreated, false, o.problem.Reason, o.problem.Message)
-	case !o.jobSetServed:
-		set(trainerv1alpha1.TrainJobCreated, false, ReasonJobSetNotServed, "the cluster does not serve JobSets (jobset.x-k8s.io/v1alpha2), which run TrainJobs: install JobSet v0.12 (docs/trainjob.md); kiln starts the TrainJob when it is served")
-	default:
-		set(trainerv1alpha1.TrainJobCreated, false, reasonCreatingJobSet, "creating JobSet "+job.Name)
-	}
 	suspended := ptr.Deref(job.Spec.Suspend, false)
 	switch {
 	case suspended:
@@ -105,19 +95,48 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 	case complete:
 		set(trainerv1alpha1.TrainJobComplete, true, doneReason, doneMsg)
 	}
-	running, reason, msg := runningNow(js, suspended)
-	if !running && o.waiting != "" && !suspended {
-		reason, msg = "WaitingForGang", o.waiting
-	}
-	switch {
-	case failed || complete:
-		if meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil {
-			set(trainerv1alpha1.TrainJobRunning, false, "Finished", "the run finished")
+	had := meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobCreated) != nil
+	w := why(job, o, had, suspended, failed || complete)
+	for _, typ := range []string{trainerv1alpha1.TrainJobCreated, trainerv1alpha1.TrainJobRunning} {
+		if typ != w.typ {
+			meta.RemoveStatusCondition(&st.Conditions, typ)
 		}
-	case running || o.waiting != "" || meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobRunning) != nil:
-		set(trainerv1alpha1.TrainJobRunning, running, reason, msg)
+	}
+	if w.typ != "" {
+		set(w.typ, w.holds, w.reason, w.message)
 	}
 	return st
+}
+
+// explanation is one of kiln's conditions (typ "": none).
+type explanation struct {
+	typ             string
+	holds           bool
+	reason, message string
+}
+
+// why is kiln's word on why the TrainJob cannot be running, as a condition of its own: Created
+// while its JobSet cannot be made (or, suspended, brought in line), Running false while its gang
+// waits to be placed. Kubeflow's SDK reports a TrainJob Running only while its status has no
+// condition at all, so kiln writes one only where the TrainJob's pods cannot all run, and none
+// once they may, or the run ended (docs/decisions.md, 28).
+func why(job *trainerv1alpha1.TrainJob, o observed, had, suspended, ended bool) explanation {
+	js := o.jobSet
+	switch {
+	case ended:
+	case js == nil && o.problem.Reason != "":
+		return explanation{trainerv1alpha1.TrainJobCreated, false, o.problem.Reason, o.problem.Message}
+	case js == nil && !o.jobSetServed:
+		return explanation{trainerv1alpha1.TrainJobCreated, false, ReasonJobSetNotServed, "the cluster does not serve JobSets (jobset.x-k8s.io/v1alpha2), which run TrainJobs: install JobSet v0.12 (docs/trainjob.md); kiln starts the TrainJob when it is served"}
+	case js == nil && had:
+		// Being made: said only in place of what was said before (a status is never emptied).
+		return explanation{trainerv1alpha1.TrainJobCreated, false, reasonCreatingJobSet, "creating JobSet " + job.Name}
+	case o.problem.Reason != "" && (suspended || ptr.Deref(js.Spec.Suspend, false)):
+		return explanation{trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet " + js.Name + " created; now: " + o.problem.Message}
+	case o.waiting != "" && !suspended && !allReady(jobsStatus(js), replicatedJobs(js)):
+		return explanation{trainerv1alpha1.TrainJobRunning, false, "WaitingForGang", o.waiting}
+	}
+	return explanation{}
 }
 
 // verdictFailed: the runtime is one kiln cannot run, the deadline passed, or the JobSet failed.
@@ -146,25 +165,25 @@ func verdictComplete(js *jobsetv1alpha2.JobSet) (bool, string, string) {
 	return false, "", ""
 }
 
-// runningNow: every Job of the JobSet has its pods ready (or done).
-func runningNow(js *jobsetv1alpha2.JobSet, suspended bool) (bool, string, string) {
-	switch {
-	case suspended:
-		return false, trainerv1alpha1.TrainJobSuspendedReason, "the TrainJob is suspended"
-	case js == nil:
-		return false, reasonCreatingJobSet, "the JobSet does not exist yet"
+// replicatedJobs is how many Jobs the JobSet js runs (nil: none).
+func replicatedJobs(js *jobsetv1alpha2.JobSet) int32 {
+	if js == nil {
+		return 0
 	}
-	var jobs, ready int32
+	var n int32
 	for _, rj := range js.Spec.ReplicatedJobs {
-		jobs += rj.Replicas
+		n += rj.Replicas
 	}
-	for _, s := range js.Status.ReplicatedJobsStatus {
-		ready += s.Ready + s.Succeeded
+	return n
+}
+
+// allReady says every one of the jobs Jobs has its pods ready (or done), by a status's counts.
+func allReady(counts []trainerv1alpha1.JobStatus, jobs int32) bool {
+	var ready int32
+	for _, s := range counts {
+		ready += ptr.Deref(s.Ready, 0) + ptr.Deref(s.Succeeded, 0)
 	}
-	if jobs > 0 && ready >= jobs {
-		return true, "JobsReady", fmt.Sprintf("all %d Jobs of JobSet %s have their pods ready", jobs, js.Name)
-	}
-	return false, "JobsNotReady", fmt.Sprintf("%d of %d Jobs of JobSet %s have their pods ready", ready, jobs, js.Name)
+	return jobs > 0 && ready >= jobs
 }
 
 func jobSetCondition(js *jobsetv1alpha2.JobSet, t jobsetv1alpha2.JobSetConditionType) *metav1.Condition {
@@ -192,11 +211,27 @@ func jobsStatus(js *jobsetv1alpha2.JobSet) []trainerv1alpha1.JobStatus {
 	return out
 }
 
-// told is what the write of st over old tells: an event per transition and the job metrics.
-func told(job *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus) transition.Told {
+// told is what the write of st over old tells: an event per transition and the job metrics. js
+// is the TrainJob's JobSet (nil: none): its creation, and all its Jobs' pods ready, are told from
+// the counts they bring to the status.
+func told(job *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus, js *jobsetv1alpha2.JobSet) transition.Told {
 	var t transition.Told
-	if len(old.Conditions) == 0 {
+	if len(old.Conditions) == 0 && len(old.JobsStatus) == 0 {
 		t.Changes = append(t.Changes, transition.Created)
+	}
+	start := job.CreationTimestamp // the run's time counts from its JobSet's creation
+	if js != nil {
+		start = js.CreationTimestamp
+		if len(old.JobsStatus) == 0 {
+			t.Event(corev1.EventTypeNormal, reasonJobSetCreated, fmt.Sprintf("TrainJob %s: JobSet %s created", job.Name, js.Name))
+		}
+		if jobs := replicatedJobs(js); allReady(st.JobsStatus, jobs) && !allReady(old.JobsStatus, jobs) {
+			t.Event(corev1.EventTypeNormal, "JobsReady", fmt.Sprintf("TrainJob %s: all %d Jobs of JobSet %s have their pods ready", job.Name, jobs, js.Name))
+			if js.Status.Restarts == 0 {
+				// Not again for a JobSet's restart; a resumption that runs again counts again.
+				t.Changes = append(t.Changes, transition.Running)
+			}
+		}
 	}
 	for _, c := range st.Conditions {
 		was := meta.FindStatusCondition(old.Conditions, c.Type)
@@ -215,17 +250,11 @@ func told(job *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus)
 			continue // a new message, not a transition
 		}
 		switch {
-		case c.Type == trainerv1alpha1.TrainJobRunning && c.Status == metav1.ConditionTrue && (was == nil):
-			t.Changes = append(t.Changes, transition.Running)
 		case c.Type == trainerv1alpha1.TrainJobComplete && c.Status == metav1.ConditionTrue:
 			t.Changes = append(t.Changes, transition.Succeeded)
 		case c.Type == trainerv1alpha1.TrainJobFailed && c.Status == metav1.ConditionTrue:
 			t.Changes = append(t.Changes, transition.Failed)
 		}
-	}
-	start := job.CreationTimestamp // the run's time counts from its JobSet's creation
-	if c := meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobCreated); c != nil && c.Status == metav1.ConditionTrue {
-		start = c.LastTransitionTime
 	}
 	t.Start = &start
 	for _, typ := range []string{trainerv1alpha1.TrainJobComplete, trainerv1alpha1.TrainJobFailed} {

@@ -108,6 +108,14 @@ func conditionIs(typ string, s metav1.ConditionStatus, reason string) func(*trai
 	}
 }
 
+// hasCounts: the TrainJob's status counts its JobSet's Jobs (kiln has seen the JobSet it made).
+func hasCounts(j *trainerv1alpha1.TrainJob) error {
+	if len(j.Status.JobsStatus) == 0 {
+		return fmt.Errorf("no jobsStatus yet (conditions %+v)", j.Status.Conditions)
+	}
+	return nil
+}
+
 // setJobSetStatus writes the JobSet's status as JobSet's controller would.
 func setJobSetStatus(t *testing.T, ns, name string, edit func(*jobsetv1alpha2.JobSetStatus)) {
 	t.Helper()
@@ -174,12 +182,18 @@ func TestTorchTrainJobRunsToComplete(t *testing.T) {
 	if c.Name != "node" || c.Image != "kiln.dev/torch:test" || strings.Join(c.Command, " ") != "torchrun train.py" || len(c.Ports) != 1 || c.Ports[0].ContainerPort != 29500 {
 		t.Errorf("container %s image %s command %v ports %v", c.Name, c.Image, c.Command, c.Ports)
 	}
-	waitStatus(t, j, conditionIs("Created", metav1.ConditionTrue, "JobSetCreated"))
+	waitStatus(t, j, hasCounts)
 
 	setJobSetStatus(t, ns, "mnist", func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Ready: 1, Active: 1}}
 	})
-	waitStatus(t, j, conditionIs("Running", metav1.ConditionTrue, ""))
+	waitStatus(t, j, func(j *trainerv1alpha1.TrainJob) error {
+		// Kubeflow's SDK reports a TrainJob Running from its pods only while it has no condition.
+		if s := j.Status.JobsStatus; len(s) != 1 || ptr.Deref(s[0].Ready, 0) != 1 || len(j.Status.Conditions) > 0 {
+			return fmt.Errorf("jobsStatus %+v conditions %+v, want node ready and no condition", s, j.Status.Conditions)
+		}
+		return nil
+	})
 	setJobSetStatus(t, ns, "mnist", func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Succeeded: 1}}
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: "Completed", Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully"})
@@ -302,7 +316,7 @@ func TestNamespacedRuntimeArrivingLater(t *testing.T) {
 		got["JAX_PROCESS_ID"] != "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']" {
 		t.Errorf("jax node: parallelism %v env %v", node.Template.Spec.Parallelism, got)
 	}
-	waitStatus(t, j, conditionIs("Created", metav1.ConditionTrue, ""))
+	waitStatus(t, j, hasCounts)
 }
 
 func TestDeadlineFailsTheRun(t *testing.T) {
@@ -429,7 +443,7 @@ func TestMultiKueueTrainJobIsLeftAlone(t *testing.T) {
 	}))
 	// A TrainJob kiln runs, created after it, gets its status: by then kiln has seen both.
 	ours := create(t, newTrainJob(ns, "local", "torch-distributed", nil))
-	waitStatus(t, ours, conditionIs("Created", metav1.ConditionTrue, ""))
+	waitStatus(t, ours, hasCounts)
 	testenv.Consistently(t, func() error {
 		fresh := &trainerv1alpha1.TrainJob{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
@@ -484,8 +498,7 @@ func TestGangThatCannotFormHoldsTheJobSet(t *testing.T) {
 
 // kiln reads a TrainJob's runtime whenever it builds the JobSet (Trainer builds from a snapshot
 // it took first: docs/trainjob.md, Not yet): a queued TrainJob resumed after its runtime changed
-// runs the changed runtime; a running one keeps its JobSet when the runtime goes, and its
-// Created condition says so.
+// runs the changed runtime; a running one keeps its JobSet, and runs on, when the runtime goes.
 func TestRuntimeIsReadWhenTheJobSetIsBuilt(t *testing.T) {
 	ns := env.Namespace(t)
 	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "live"}}
@@ -522,10 +535,16 @@ func TestRuntimeIsReadWhenTheJobSetIsBuilt(t *testing.T) {
 	setJobSetStatus(t, ns, "queued", func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "node", Active: 1}}
 	})
+	// Its JobSet runs on: nothing keeps the TrainJob from running, so no condition of kiln's says
+	// otherwise (Kubeflow's SDK would then report it Created).
 	waitStatus(t, j, func(j *trainerv1alpha1.TrainJob) error {
-		c := meta.FindStatusCondition(j.Status.Conditions, "Created")
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "JobSetCreated" || !strings.Contains(c.Message, "now: ") {
-			return fmt.Errorf("Created %+v, want True, JobSetCreated, naming the missing runtime", c)
+		if s := j.Status.JobsStatus; len(s) != 1 || ptr.Deref(s[0].Active, 0) != 1 {
+			return fmt.Errorf("jobsStatus %+v, want node active", s)
+		}
+		for _, typ := range []string{"Created", "Running"} {
+			if c := meta.FindStatusCondition(j.Status.Conditions, typ); c != nil {
+				return fmt.Errorf("condition %+v on a TrainJob whose JobSet runs", c)
+			}
 		}
 		return nil
 	})
