@@ -49,6 +49,7 @@ func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRu
 		}
 	}
 	nodes := numNodes(job, rt)
+	fed := map[string]bool{} // the initializer steps given their source
 	for i := range spec.ReplicatedJobs {
 		rj := &spec.ReplicatedJobs[i]
 		step := rj.Template.Labels[LabelAncestorStep]
@@ -65,13 +66,16 @@ func DesiredJobSet(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRu
 			trainer(job, rj)
 		case StepDataset:
 			if d := job.Spec.Initializer; d != nil && d.Dataset != nil {
-				initializer(rj, StepDataset, d.Dataset.StorageUri, d.Dataset.Env, d.Dataset.SecretRef)
+				fed[StepDataset] = initializer(rj, StepDataset, d.Dataset.StorageUri, d.Dataset.Env, d.Dataset.SecretRef)
 			}
 		case StepModel:
 			if m := job.Spec.Initializer; m != nil && m.Model != nil {
-				initializer(rj, StepModel, m.Model.StorageUri, m.Model.Env, m.Model.SecretRef)
+				fed[StepModel] = initializer(rj, StepModel, m.Model.StorageUri, m.Model.Env, m.Model.SecretRef)
 			}
 		}
+	}
+	if p := unfed(job, fed); p.Reason != "" {
+		return nil, p
 	}
 	if p := fw.apply(job, rt, spec, nodes); p.Reason != "" {
 		return nil, p
@@ -134,11 +138,29 @@ func trainer(job *trainerv1alpha1.TrainJob, rj *jobsetv1alpha2.ReplicatedJob) {
 	c.Env = upsertEnv(c.Env, t.Env...)
 }
 
-// initializer points an initializer step's container at its source.
-func initializer(rj *jobsetv1alpha2.ReplicatedJob, name string, uri *string, env []corev1.EnvVar, secret *corev1.LocalObjectReference) {
+// unfed: an initializer the TrainJob sets whose step the runtime lacks (the step, or its container
+// of the step's name) is a problem, as Trainer refuses it, rather than a run without its data.
+func unfed(job *trainerv1alpha1.TrainJob, fed map[string]bool) Problem {
+	i := job.Spec.Initializer
+	for _, in := range []struct {
+		set         bool
+		step, field string
+	}{{i != nil && i.Dataset != nil, StepDataset, "spec.initializer.dataset"}, {i != nil && i.Model != nil, StepModel, "spec.initializer.model"}} {
+		if in.set && !fed[in.step] {
+			return Problem{Reason: ReasonInvalid, Field: in.field, Message: fmt.Sprintf(
+				"%s is set, but runtime %s has no %s step (a replicated job labelled %s: %s, with a container %s) to run it: use a runtime that has one, or remove %s",
+				in.field, job.Spec.RuntimeRef.Name, in.step, LabelAncestorStep, in.step, in.step, in.field)}
+		}
+	}
+	return Problem{}
+}
+
+// initializer points an initializer step's container at its source; false when the step has no
+// container of its name.
+func initializer(rj *jobsetv1alpha2.ReplicatedJob, name string, uri *string, env []corev1.EnvVar, secret *corev1.LocalObjectReference) bool {
 	c := container(&rj.Template.Spec.Template.Spec, name)
 	if c == nil {
-		return
+		return false
 	}
 	if uri != nil {
 		c.Env = upsertEnv(c.Env, corev1.EnvVar{Name: EnvStorageURI, Value: *uri})
@@ -147,6 +169,7 @@ func initializer(rj *jobsetv1alpha2.ReplicatedJob, name string, uri *string, env
 	if secret != nil {
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *secret}})
 	}
+	return true
 }
 
 // container is the pod's container (else init container) of that name, or nil.

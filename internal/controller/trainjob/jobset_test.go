@@ -266,3 +266,30 @@ func TestTrainerNodesOfARuntimeWithoutMLPolicy(t *testing.T) {
 		}
 	}
 }
+
+// An initializer the TrainJob sets needs its step in the runtime (Trainer refuses it too): kiln
+// does not run the trainer without the data it was told to fetch.
+func TestAnInitializerNeedsItsStep(t *testing.T) {
+	job := trainJobOf(1, func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.Initializer = &trainerv1alpha1.Initializer{Dataset: &trainerv1alpha1.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}}
+	})
+	rt := runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil)
+	if _, p := DesiredJobSet(job, rt); p.Reason != ReasonInvalid || p.Field != "spec.initializer.dataset" || !strings.Contains(p.Message, "no dataset-initializer step") {
+		t.Errorf("a runtime without the step: problem %+v, want Invalid at spec.initializer.dataset", p)
+	}
+	step := jobsetv1alpha2.ReplicatedJob{Name: StepDataset}
+	step.Template.Labels = map[string]string{LabelAncestorStep: StepDataset}
+	step.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "fetch", Image: "init:1"}}
+	rt.Template.Spec.ReplicatedJobs = append([]jobsetv1alpha2.ReplicatedJob{step}, rt.Template.Spec.ReplicatedJobs...)
+	if _, p := DesiredJobSet(job, rt); p.Reason != ReasonInvalid {
+		t.Errorf("a step without its container: problem %+v, want Invalid", p)
+	}
+	rt.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Name = StepDataset
+	js, p := DesiredJobSet(job, rt)
+	if p.Reason != "" {
+		t.Fatalf("a runtime with the step: %s", p.Message)
+	}
+	if c := js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0]; len(c.Env) != 1 || c.Env[0].Value != "hf://tatsu-lab/alpaca" {
+		t.Errorf("dataset initializer env %v, want its STORAGE_URI", c.Env)
+	}
+}

@@ -142,7 +142,10 @@ var makeAdmissionRuntime = sync.OnceFunc(func() {
 	rj := jobsetv1alpha2.ReplicatedJob{Name: "node"}
 	rj.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
 	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node", Image: "pytorch/pytorch:2.0"}}
-	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	model := jobsetv1alpha2.ReplicatedJob{Name: "model-initializer"} // the step a TrainJob's initializer.model needs
+	model.Template.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "model-initializer"}
+	model.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "model-initializer", Image: "kubeflow/model-initializer"}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{model, rj}
 	if err := env.Client.Create(context.Background(), rt); err != nil && !apierrors.IsAlreadyExists(err) {
 		panic(err)
 	}
@@ -337,6 +340,9 @@ var table = []badInput{
 	{name: "TrainJob sets the framework's variable", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
 		j.Spec.Trainer = &trainerv1alpha1.Trainer{Env: []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}, {Name: "PET_MASTER_PORT", Value: "1234"}}}
 	}), field: "spec.trainer.env[1].name", webhookOnly: true},
+	{name: "TrainJob initializer whose step the runtime lacks", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.Initializer = &trainerv1alpha1.Initializer{Dataset: &trainerv1alpha1.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}}
+	}), field: "spec.initializer.dataset", webhookOnly: true},
 	{name: "TrainJob patch manager not a domain-prefixed path", obj: trainJob(func(j *trainerv1alpha1.TrainJob) {
 		p := nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})
 		p.Manager = "me"
