@@ -480,7 +480,10 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	}
 	component := kservev1beta1.ComponentStatusSpec{Address: st.Address}
 	canaryOK, canaryMsg := kserveRevisions(isvc, &st, &component, e, seen, set)
-	if ready && !canaryOK {
+	if ready && !canaryOK && e.canaryName == "" {
+		// canaryTrafficPercent's canary is the new model: Ready waits for it as for a rollout.
+		// spec.canary's is beside the model, and Ready does not wait for it, as in KServe (its
+		// Ready is PredictorReady and IngressReady).
 		ready, readyReason, readyMsg = false, "CanaryNotReady", predictorName(e, canary)+": "+canaryMsg
 	}
 	if ready && !ingressOK {
@@ -493,8 +496,10 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		readyReason, readyMsg = "Ready", "serving at "+url
 	}
 	set(kservev1beta1.ConditionReady, ready, readyReason, readyMsg)
+	// The url is given while the predictor answers there, through a rollout too (KServe gives it
+	// from its first reconcile on; kiln once a pod is ready and the route admitted).
 	st.URL = ""
-	if ready {
+	if ok && ingressOK && !seen.why.blocks() {
 		st.URL, component.URL = url, predictorURL
 	}
 	st.Components = map[string]kservev1beta1.ComponentStatusSpec{kservePredictor: component}

@@ -310,3 +310,38 @@ spec: {predictor: {sklearn: {storageUri: "gs://m/v1"}}}
 		t.Error("an Ingress for a cluster-local InferenceService")
 	}
 }
+
+// What KServe's clients read while a KServe InferenceService changes: the url stays while the
+// old pods answer through a rollout (KServeClient's wait_model_ready reads it), and Ready does not
+// wait for spec.canary's canary (KServe's Ready is PredictorReady and IngressReady).
+func TestAKServeURLAndReadyThroughChanges(t *testing.T) {
+	isvc, e := kserveEndpoint(t, `
+metadata: {name: x, namespace: ns, generation: 2}
+spec:
+  predictor: {sklearn: {storageUri: "gs://m/v1"}}
+  canary: [{trafficPercent: 20, predictor: {name: v2, sklearn: {storageUri: "gs://m/v2"}}}]
+`, kserveAPI{})
+	ready := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}}
+	rolling := ready.DeepCopy()
+	rolling.Status.Replicas, rolling.Status.UpdatedReplicas = 2, 1
+	unready := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1}}
+	for _, tc := range []struct {
+		name           string
+		stable, canary *appsv1.Deployment
+		ready          bool
+		reason         string
+	}{
+		{"both ready", ready, ready, true, "Ready"},
+		{"the canary not ready", ready, unready, true, "Ready"},
+		{"a rollout", rolling, ready, false, "RolloutProgressing"},
+	} {
+		st := kserveStatus(isvc, &e, observed{stable: tc.stable, canary: tc.canary})
+		c := meta.FindStatusCondition(st.Conditions, "Ready")
+		if c == nil || (c.Status == metav1.ConditionTrue) != tc.ready || c.Reason != tc.reason || st.URL != "http://x-predictor.ns.svc.cluster.local" {
+			t.Errorf("%s: Ready %+v, url %q; want %v %s and the predictor's url", tc.name, c, st.URL, tc.ready, tc.reason)
+		}
+	}
+	if st := kserveStatus(isvc, &e, observed{stable: unready, canary: ready}); st.URL != "" {
+		t.Errorf("url %q while no predictor pod is ready", st.URL)
+	}
+}
