@@ -419,7 +419,7 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: seen.now})
 	}
-	if seen.stopped || seen.refused != nil { // nothing runs: no address, runtime or model to speak of
+	if seen.stopped || (seen.refused != nil && seen.stable == nil) { // nothing runs: no address, runtime or model to speak of
 		st = kservev1beta1.InferenceServiceStatus{ObservedGeneration: isvc.Generation, DeploymentMode: st.DeploymentMode, Conditions: st.Conditions}
 	}
 	if seen.stopped {
@@ -432,6 +432,9 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		return st
 	}
 	set(kservev1beta1.ConditionStopped, false, "NotStopped", "")
+	if r := seen.refused; r != nil && seen.stable != nil {
+		return kserveHeld(st, e, seen, set)
+	}
 	if r := seen.refused; r != nil {
 		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionCanaryPredictorReady)
 		if r.reason == reasonModeNotServed {
@@ -504,6 +507,31 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 	}
 	st.Components = map[string]kservev1beta1.ComponentStatusSpec{kservePredictor: component}
 	st.ModelStatus = modelStatus(seen, ready)
+	return st
+}
+
+// kserveHeld is the status of an InferenceService whose spec cannot run while what it made before
+// serves on (Reconciler.hold): its address, url, runtime and revisions as they were written;
+// PredictorReady as its Deployment is now; Ready False with why the spec is not served; the model
+// of the last spec served, the one asked for failed, as KServe has it (InvalidSpec).
+func kserveHeld(st kservev1beta1.InferenceServiceStatus, e *endpoint, seen observed, set func(string, bool, string, string)) kservev1beta1.InferenceServiceStatus {
+	r := seen.refused
+	if r.reason == reasonModeNotServed {
+		st.DeploymentMode = ""
+	}
+	ok, reason, msg := predictorReady(seen.stable, false, "http://"+serviceHost(e), trouble{})
+	set(kservev1beta1.ConditionPredictorReady, ok, reason, msg)
+	serves := "no pod of Deployment " + seen.stable.Name + ", which it made before, is ready"
+	active := kservev1beta1.Pending
+	if ok {
+		serves, active = "Deployment "+seen.stable.Name+", which it made before, serves on", kservev1beta1.Loaded
+	} else {
+		st.URL = ""
+	}
+	set(kservev1beta1.ConditionReady, false, r.reason, r.message+"; kiln changes nothing until the spec can be served: "+serves)
+	st.ModelStatus.TransitionStatus = kservev1beta1.InvalidSpec
+	st.ModelStatus.ModelRevisionStates = &kservev1beta1.ModelRevisionStates{ActiveModelState: active, TargetModelState: kservev1beta1.FailedToLoad}
+	st.ModelStatus.LastFailureInfo = &kservev1beta1.FailureInfo{Reason: failureReason(r.reason), Message: r.message}
 	return st
 }
 

@@ -201,8 +201,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.watches.sync(ctx, have); err != nil {
 		return reconcile.Result{}, err
 	}
-	if why != nil || e.stopped { // nothing may run: what was made goes, the status says why
-		return reconcile.Result{}, r.clear(ctx, parent, e, have, observed{refused: why, stopped: e.stopped, now: metav1.NewTime(r.clock.Now())})
+	if e.stopped { // nothing may run: what was made goes, the status says why
+		return reconcile.Result{}, r.clear(ctx, parent, e, have, observed{stopped: true, now: metav1.NewTime(r.clock.Now())})
+	}
+	if why != nil {
+		return reconcile.Result{}, r.hold(ctx, parent, e, why)
 	}
 	exact, err := r.exactSplit(ctx, e, have)
 	if err != nil {
@@ -302,7 +305,8 @@ type observed struct {
 	sc             scaling
 	stable, canary *appsv1.Deployment
 	why            trouble
-	// refused, when set, is why nothing runs (and the rest is zero).
+	// refused, when set, is why the spec cannot run (and the rest is zero but stable: the
+	// Deployment made before, which serves on).
 	refused *refused
 	// stopped: the endpoint was stopped, what it made deleted (and the rest is zero).
 	stopped bool
@@ -359,6 +363,24 @@ func (r *Reconciler) clear(ctx context.Context, parent client.Object, e *endpoin
 			return err
 		}
 	}
+	return r.settle(ctx, parent, e, seen)
+}
+
+// hold changes nothing of what the endpoint made when its spec cannot run (its runtime deleted or
+// disabled, a runtime's name mistyped, a part kiln does not run): the model it served serves on,
+// as KServe leaves it, and the status says why the spec is not served. One that made nothing
+// gets nothing.
+func (r *Reconciler) hold(ctx context.Context, parent client.Object, e *endpoint, why *refused) error {
+	stableDep, err := r.deployment(ctx, e, stable)
+	if err != nil {
+		return err
+	}
+	return r.settle(ctx, parent, e, observed{refused: why, stable: stableDep, now: metav1.NewTime(r.clock.Now())})
+}
+
+// settle writes the status of what was seen; an object changed or gone meanwhile is no error (its
+// newer version reconciles again).
+func (r *Reconciler) settle(ctx context.Context, parent client.Object, e *endpoint, seen observed) error {
 	if err := r.writeStatus(ctx, parent, e, seen); !errors.Is(err, errStale) {
 		return err
 	}

@@ -389,7 +389,8 @@ func awaitKServe(t *testing.T, key client.ObjectKey, check func(*kservev1beta1.I
 
 // The stop annotation deletes what the service made and says Stopped; removing it serves again.
 // What kiln does not run is said, not done otherwise: an autoscaler class it does not serve
-// makes nothing, as do two canaries (kiln runs one).
+// makes nothing, as do two canaries (kiln runs one), and on a service that runs it changes
+// nothing.
 func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 	installKilnRuntimes(t)
 	ctx := context.Background()
@@ -469,11 +470,20 @@ func TestKServeStopsAndSaysWhatItDoesNotRun(t *testing.T) {
 		}
 		return nil
 	})
+	// A change kiln cannot serve on a service that runs changes nothing (as KServe leaves it): the
+	// model serves on, and the status says why the change is not served.
+	makeReady(t, deployment(t, ns, "iris-predictor"))
+	served := condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionTrue, "Ready").Status
 	annotate(iris, map[string]string{"serving.kserve.io/autoscalerClass": "external"})
-	if st := condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed").Status; st.URL != "" || st.Address != nil {
-		t.Errorf("a refused service keeps url %q and address %v", st.URL, st.Address)
+	held := condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionFalse, "AutoscalerClassNotServed")
+	if st := held.Status; st.URL != served.URL || st.Address == nil || !meta.IsStatusConditionTrue(st.Conditions, "PredictorReady") ||
+		!strings.Contains(meta.FindStatusCondition(st.Conditions, "Ready").Message, "Deployment iris-predictor, which it made before, serves on") ||
+		st.ModelStatus.TransitionStatus != kservev1beta1.InvalidSpec || st.ModelStatus.ModelRevisionStates.ActiveModelState != kservev1beta1.Loaded {
+		t.Errorf("a held service: url %q (was %q), address %v, conditions %+v, model %+v; want them kept, the model Loaded and the spec InvalidSpec", st.URL, served.URL, st.Address, st.Conditions, st.ModelStatus)
 	}
-	gone("iris-predictor")
+	deployment(t, ns, "iris-predictor")
+	annotate(iris, nil)
+	condition(t, client.ObjectKeyFromObject(iris), "Ready", metav1.ConditionTrue, "Ready")
 
 	// Two canaries: kiln runs one; it makes nothing and says so.
 	two = sklearn("twocanaries", nil)
@@ -683,4 +693,55 @@ func TestKServesNamedCanaryRunsBesideThePredictor(t *testing.T) {
 		return nil
 	})
 	condition(t, key, "Ready", metav1.ConditionTrue, "Ready")
+}
+
+// The runtime a running service names goes (deleted during an upgrade, say): the service serves
+// on as it was, as KServe leaves it, and says why its spec is not served; the runtime back, it is
+// served again.
+func TestARunningServiceOutlivesItsRuntime(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	csr := &kservev1alpha1.ClusterServingRuntime{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "kserve-sklearnserver"}, csr); err != nil {
+		t.Fatal(err)
+	}
+	own := &kservev1alpha1.ServingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-sklearn", Namespace: ns}, Spec: *csr.Spec.DeepCopy()}
+	if err := env.Client.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	isvc := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns}, Spec: kservev1beta1.InferenceServiceSpec{
+		Predictor: kservev1beta1.PredictorSpec{Model: &kservev1beta1.ModelSpec{ModelFormat: kservev1beta1.ModelFormat{Name: "sklearn"}, Runtime: ptr.To("team-sklearn"),
+			PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")}}}}}
+	if err := env.Client.Create(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	makeReady(t, deployment(t, ns, "iris-predictor"))
+	served := condition(t, client.ObjectKeyFromObject(isvc), "Ready", metav1.ConditionTrue, "Ready").Status
+	if err := env.Client.Delete(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	held := awaitKServe(t, client.ObjectKeyFromObject(isvc), func(i *kservev1beta1.InferenceService) error {
+		if c := meta.FindStatusCondition(i.Status.Conditions, "Ready"); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "team-sklearn") ||
+			!strings.Contains(c.Message, "serves on") {
+			return fmt.Errorf("Ready %+v, want False naming the missing runtime and the Deployment serving on", c)
+		}
+		return nil
+	}).Status
+	if held.URL != served.URL || held.ServingRuntimeName != "team-sklearn" || !meta.IsStatusConditionTrue(held.Conditions, "PredictorReady") {
+		t.Errorf("held: url %q (was %q), runtime %q, conditions %+v; want them as they were", held.URL, served.URL, held.ServingRuntimeName, held.Conditions)
+	}
+	testenv.Consistently(t, func() error {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iris-predictor"}, o); err != nil {
+				return fmt.Errorf("%T iris-predictor of a running service whose runtime went: %v", o, err)
+			}
+		}
+		return nil
+	})
+	own = &kservev1alpha1.ServingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-sklearn", Namespace: ns}, Spec: *csr.Spec.DeepCopy()}
+	if err := env.Client.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	condition(t, client.ObjectKeyFromObject(isvc), "Ready", metav1.ConditionTrue, "Ready")
 }
