@@ -58,6 +58,9 @@ func objectMeta(e *endpoint, name, version string) metav1.ObjectMeta {
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, selector(e, version))
+	if e.deploymentSelector != nil { // the API's own labels on every object, as its pods have them (KServe's app)
+		maps.Copy(labels, e.deploymentSelector(predictorName(e, version)))
+	}
 	return metav1.ObjectMeta{Name: name, Namespace: e.namespace, Labels: labels, Annotations: maps.Clone(e.annotations),
 		OwnerReferences: []metav1.OwnerReference{e.owner}}
 }

@@ -182,6 +182,11 @@ spec: {predictor: {name: blue, maxReplicas: 3, sklearn: {storageUri: "gs://m/x"}
 	if d == nil || d.Spec.Selector.MatchLabels["app"] != "isvc.x-blue-predictor" || find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "x-blue-predictor") == nil {
 		t.Fatalf("want the Deployment and HPA x-blue-predictor, selecting app=isvc.x-blue-predictor")
 	}
+	for _, o := range []client.Object{d, find[*corev1.Service](p.want, "x-blue-predictor"), find[*autoscalingv2.HorizontalPodAutoscaler](p.want, "x-blue-predictor")} {
+		if o.GetLabels()["app"] != "isvc.x-blue-predictor" { // as KServe labels them: kubectl get deploy,svc,hpa -l app=… finds them
+			t.Errorf("%T labels %v, want app=isvc.x-blue-predictor", o, o.GetLabels())
+		}
+	}
 	svc := find[*corev1.Service](p.want, "x-blue-predictor")
 	if svc == nil || svc.Labels[LabelVersion] != stable || len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Port != 8002 {
 		t.Fatalf("Service = %+v, want the stable version's, with the metrics port 8002", svc)
