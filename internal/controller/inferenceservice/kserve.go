@@ -16,10 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -172,7 +174,8 @@ func kserveMetrics(ext kservev1beta1.ComponentExtensionSpec) []autoscalingv2.Met
 // kserveAPI is KServe's InferenceService, its predictor served on the ServingRuntimes and
 // ClusterServingRuntimes the cache holds.
 type kserveAPI struct {
-	client client.Reader
+	// client reads from the cache, and takes KServe's finalizer off (releaseKServesFinalizer).
+	client client.Client
 	// reader reads the apiserver: a Deployment's pod template, which the cache does not keep.
 	reader     client.Reader
 	fetchImage string
@@ -193,8 +196,11 @@ const kserveDeploymentMode = "serving.kserve.io/deploymentMode"
 
 func (k kserveAPI) read(ctx context.Context, key client.ObjectKey) (client.Object, *endpoint, error) {
 	isvc := &kservev1beta1.InferenceService{}
-	if err := k.client.Get(ctx, key, isvc); err != nil || isvc.DeletionTimestamp != nil {
+	if err := k.client.Get(ctx, key, isvc); err != nil {
 		return nil, nil, client.IgnoreNotFound(err)
+	}
+	if isvc.DeletionTimestamp != nil {
+		return nil, nil, k.releaseKServesFinalizer(ctx, isvc)
 	}
 	named := kserveNamed(isvc)
 	if strings.EqualFold(isvc.Annotations[kserveStop], "true") {
@@ -252,6 +258,26 @@ func refusalOf(err error, at string) *refused {
 		why = &refused{why.reason, at + ": " + why.message}
 	}
 	return why
+}
+
+// kserveFinalizer is the finalizer KServe's controller puts on every InferenceService, and takes
+// off once it has cleaned up after one being deleted.
+const kserveFinalizer = "inferenceservice.finalizers"
+
+// releaseKServesFinalizer takes KServe's finalizer off an InferenceService being deleted, as
+// KServe's controller would: one that KServe served before kiln would otherwise never go. What
+// kiln made goes with it (owner references); another finalizer is left to its own controller.
+func (k kserveAPI) releaseKServesFinalizer(ctx context.Context, isvc *kservev1beta1.InferenceService) error {
+	i := slices.Index(isvc.Finalizers, kserveFinalizer)
+	if i < 0 {
+		return nil
+	}
+	at := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch := fmt.Sprintf(`[{"op":"test","path":%q,"value":%q},{"op":"remove","path":%q}]`, at, kserveFinalizer, at)
+	if err := k.client.Patch(ctx, isvc, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("taking KServe's finalizer off InferenceService %s, being deleted: %w", isvc.Name, err)
+	}
+	return nil
 }
 
 // kserveVisibility cluster-local on an InferenceService keeps it inside the cluster: no Ingress.
@@ -383,7 +409,7 @@ func (kserveAPI) kind() apiKind {
 	}
 }
 
-// +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices/status,verbs=get;patch
 // +kubebuilder:rbac:groups=serving.kserve.io,resources=inferenceservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=serving.kserve.io,resources=servingruntimes;clusterservingruntimes,verbs=get;list;watch

@@ -745,3 +745,34 @@ func TestARunningServiceOutlivesItsRuntime(t *testing.T) {
 	}
 	condition(t, client.ObjectKeyFromObject(isvc), "Ready", metav1.ConditionTrue, "Ready")
 }
+
+// An InferenceService KServe served before kiln carries KServe's finalizer: deleting it takes
+// that finalizer off, as KServe's controller would, and leaves any other to its own controller.
+func TestKServesFinalizerGoesWithTheService(t *testing.T) {
+	installKilnRuntimes(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	isvc := &kservev1beta1.InferenceService{ObjectMeta: metav1.ObjectMeta{Name: "iris", Namespace: ns, Finalizers: []string{"example.com/keep", "inferenceservice.finalizers"}},
+		Spec: kservev1beta1.InferenceServiceSpec{Predictor: kservev1beta1.PredictorSpec{SKLearn: &kservev1beta1.PredictorExtensionSpec{StorageURI: ptr.To("gs://m/iris")}}}}
+	if err := env.Client.Create(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	deployment(t, ns, "iris-predictor")
+	if err := env.Client.Delete(ctx, isvc); err != nil {
+		t.Fatal(err)
+	}
+	awaitKServe(t, client.ObjectKeyFromObject(isvc), func(i *kservev1beta1.InferenceService) error {
+		if !slices.Equal(i.Finalizers, []string{"example.com/keep"}) {
+			return fmt.Errorf("finalizers %v, want KServe's gone and example.com/keep kept", i.Finalizers)
+		}
+		return nil
+	})
+	testenv.Eventually(t, func() error {
+		fresh := &kservev1beta1.InferenceService{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(isvc), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		fresh.Finalizers = nil
+		return env.Client.Update(ctx, fresh)
+	})
+}
