@@ -29,10 +29,14 @@ func gangBackend(configured gang.Backend, rt *trainerv1alpha1.TrainingRuntimeSpe
 }
 
 // groupOf is the TrainJob's group: every pod of its JobSet, each replicated job's pods with the
-// requests of their template, under the runtime's coscheduling timeout.
+// requests of their template, under the runtime's coscheduling timeout, at the pods' priority.
 func groupOf(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, js *jobsetv1alpha2.JobSet) gang.Group {
 	var pods []gang.Pod
+	policy := &gang.Policy{}
 	for _, rj := range js.Spec.ReplicatedJobs {
+		if pc := rj.Template.Spec.Template.Spec.PriorityClassName; pc != "" {
+			policy.PriorityClass = pc // the pods' priority, as Trainer gives its Volcano group (the last one set)
+		}
 		pod := gang.Pod{Role: rj.Name}
 		for _, c := range rj.Template.Spec.Template.Spec.Containers {
 			pod.Resources = append(pod.Resources, c.Resources)
@@ -41,7 +45,6 @@ func groupOf(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeS
 			pods = append(pods, pod)
 		}
 	}
-	policy := &gang.Policy{}
 	if c := rt.PodGroupPolicy.Coscheduling; c != nil && ptr.Deref(c.ScheduleTimeoutSeconds, 0) > 0 {
 		policy.ScheduleTimeoutSeconds = c.ScheduleTimeoutSeconds
 	}

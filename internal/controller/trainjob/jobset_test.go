@@ -293,3 +293,18 @@ func TestAnInitializerNeedsItsStep(t *testing.T) {
 		t.Errorf("dataset initializer env %v, want its STORAGE_URI", c.Env)
 	}
 }
+
+// A TrainJob's gang group has its pods' priority class, as Trainer gives its Volcano PodGroup.
+func TestTheGroupHasThePodsPriority(t *testing.T) {
+	rt := runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil)
+	rt.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{PodGroupPolicySource: trainerv1alpha1.PodGroupPolicySource{Volcano: &trainerv1alpha1.VolcanoPodGroupPolicySource{}}}
+	podTemplate(&rt.Template.Spec.ReplicatedJobs[0]).Spec.PriorityClassName = "training-high"
+	job := trainJobOf(2, nil)
+	js, p := DesiredJobSet(job, rt)
+	if p.Reason != "" {
+		t.Fatal(p.Message)
+	}
+	if g := groupOf(job, rt, js); g.PriorityClass != "training-high" || g.MinMember != 2 {
+		t.Errorf("group priority class %q, min member %d; want training-high and 2", g.PriorityClass, g.MinMember)
+	}
+}
