@@ -73,6 +73,12 @@ func TestFrameworkVariables(t *testing.T) {
 		}, map[string]string{"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
 		{"torch on fractional CPUs: at least one", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, cpu("500m"), nil, map[string]string{
 			"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"torch: the TrainJob's resourcesPerNode alone count, not merged with the runtime's (as Trainer counts)", trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, gpu, func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Requests: cpu("6")}
+		}, map[string]string{"PET_NNODES": "2", "PET_NPROC_PER_NODE": "6", "PET_NODE_RANK": index, "PET_MASTER_ADDR": "mnist-node-0-0.mnist", "PET_MASTER_PORT": "29500"}},
+		{"xgboost: the TrainJob's resourcesPerNode alone count", trainerv1alpha1.MLPolicySource{XGBoost: &trainerv1alpha1.XGBoostMLPolicySource{}}, gpu, func(j *trainerv1alpha1.TrainJob) {
+			j.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}
+		}, map[string]string{"DMLC_TRACKER_URI": "mnist-node-0-0.mnist", "DMLC_TRACKER_PORT": "29500", "DMLC_TASK_ID": index, "DMLC_NUM_WORKER": "2"}},
 		{"jax", trainerv1alpha1.MLPolicySource{JAX: &trainerv1alpha1.JAXMLPolicySource{}}, nil, nil, map[string]string{
 			"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": index, "JAX_COORDINATOR_ADDRESS": "mnist-node-0-0.mnist:29500"}},
 		{"xgboost: a worker per GPU", trainerv1alpha1.MLPolicySource{XGBoost: &trainerv1alpha1.XGBoostMLPolicySource{}}, gpu, nil, map[string]string{

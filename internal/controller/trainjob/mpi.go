@@ -61,7 +61,7 @@ func (m mpiRuntime) slots(job *trainerv1alpha1.TrainJob, spec *jobsetv1alpha2.Jo
 		return *t.NumProcPerNode
 	}
 	n := ptr.Deref(m.policy.NumProcPerNode, 1)
-	if g := gpus(nodeResources(spec)); n == 1 && g > 1 {
+	if g := gpus(nodeResources(job, spec)); n == 1 && g > 1 {
 		n = int32(g)
 	}
 	return n

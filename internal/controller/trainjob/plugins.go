@@ -154,7 +154,7 @@ func procPerNode(job *trainerv1alpha1.TrainJob, spec *jobsetv1alpha2.JobSetSpec)
 	if t := job.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
 		return strconv.Itoa(int(*t.NumProcPerNode))
 	}
-	r := nodeResources(spec)
+	r := nodeResources(job, spec)
 	if gpus(r) > 0 {
 		return "auto"
 	}
@@ -165,9 +165,13 @@ func procPerNode(job *trainerv1alpha1.TrainJob, spec *jobsetv1alpha2.JobSetSpec)
 	return strconv.Itoa(max(1, int(cpu.Value())))
 }
 
-// nodeResources is the resources of the trainer step's "node" container (after the TrainJob's
-// resourcesPerNode were merged in).
-func nodeResources(spec *jobsetv1alpha2.JobSetSpec) corev1.ResourceRequirements {
+// nodeResources is what a node's processes are counted from, as Trainer counts them: the
+// TrainJob's resourcesPerNode when it gives them (alone, not merged with the runtime's), else the
+// resources of the trainer step's "node" container.
+func nodeResources(job *trainerv1alpha1.TrainJob, spec *jobsetv1alpha2.JobSetSpec) corev1.ResourceRequirements {
+	if t := job.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
+		return *t.ResourcesPerNode
+	}
 	var r corev1.ResourceRequirements
 	found := false
 	onTrainer(spec, func(c *corev1.Container) {
@@ -226,7 +230,7 @@ func (xgboost) reserved() []string {
 }
 
 func (xgboost) apply(job *trainerv1alpha1.TrainJob, _ *trainerv1alpha1.TrainingRuntimeSpec, spec *jobsetv1alpha2.JobSetSpec, nodes int32) Problem {
-	workers := int64(nodes) * max(1, gpus(nodeResources(spec)))
+	workers := int64(nodes) * max(1, gpus(nodeResources(job, spec)))
 	onTrainer(spec, func(c *corev1.Container) {
 		c.Env = upsertEnv(c.Env,
 			corev1.EnvVar{Name: "DMLC_TRACKER_URI", Value: firstNode(job)},
