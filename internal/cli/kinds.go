@@ -8,7 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 )
 
 // kind is one of kiln's kinds as the command line sees it: where it is served, how its pods are
@@ -198,18 +201,15 @@ func trainJobState(obj *unstructured.Unstructured, conds []condition) summary {
 			return summary{state: "Created", why: c.message}
 		}
 	}
-	counts, _, _ := unstructured.NestedSlice(obj.Object, "status", "jobsStatus")
-	if len(counts) == 0 {
-		return summary{state: statePending}
+	var job trainerv1alpha1.TrainJob
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &job) // a status it cannot read counts nothing
+	switch {
+	case trainerv1alpha1.JobsRun(job.Status.JobsStatus):
+		return summary{state: "Running"}
+	case len(job.Status.JobsStatus) > 0:
+		return summary{state: "Created"}
 	}
-	for _, c := range counts {
-		m, _ := c.(map[string]any)
-		active, ready, succeeded := toInt(m["active"]), toInt(m["ready"]), toInt(m["succeeded"])
-		if ready < active || active+succeeded == 0 {
-			return summary{state: "Created"}
-		}
-	}
-	return summary{state: "Running"}
+	return summary{state: statePending}
 }
 
 // condition is one of a status's conditions, as Kubeflow's and metav1's both write them.

@@ -59,10 +59,17 @@ func PyJobRow(job *trainingv1alpha1.PyJob, now time.Time) JobRow {
 	}
 }
 
-// TrainJobRow summarises a TrainJob: its state is the type of its last true condition, and the
+// TrainJobRow summarises a TrainJob: its state is the type of its last true condition, else, as
+// Kubeflow's SDK reports it, Running once its counts say so and Created once it has counts; the
 // counts are its JobSet's Jobs (jobsStatus), not pods.
 func TrainJobRow(job *trainerv1alpha1.TrainJob, now time.Time) JobRow {
 	r := JobRow{Kind: trainerv1alpha1.TrainJobKind, Name: job.Name, State: "Pending", Age: now.Sub(job.CreationTimestamp.Time)}
+	switch {
+	case trainerv1alpha1.JobsRun(job.Status.JobsStatus):
+		r.State = "Running"
+	case len(job.Status.JobsStatus) > 0:
+		r.State = "Created"
+	}
 	for _, c := range job.Status.Conditions {
 		if c.Status == metav1.ConditionTrue {
 			r.State = c.Type

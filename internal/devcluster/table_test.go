@@ -6,8 +6,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/kiln-ml/kiln/api/serving/v1alpha1"
+	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
 )
 
 func TestServiceTable(t *testing.T) {
@@ -42,6 +44,35 @@ func TestServiceTable(t *testing.T) {
 	for i, w := range want {
 		if f := strings.Fields(lines[i]); strings.Join(f, " ") != strings.Join(w, " ") {
 			t.Errorf("line %d = %q, want %q", i, f, w)
+		}
+	}
+}
+
+// A TrainJob's row says what Kubeflow's SDK would: Created once its JobSet's Jobs are counted,
+// Running once each has its pods ready (its status has no condition then), then its verdict.
+func TestTrainJobRows(t *testing.T) {
+	now := time.Now()
+	job := func(counts []trainerv1alpha1.JobStatus, conds ...metav1.Condition) *trainerv1alpha1.TrainJob {
+		j := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "mnist", CreationTimestamp: metav1.NewTime(now)}}
+		j.Status.JobsStatus, j.Status.Conditions = counts, conds
+		return j
+	}
+	node := func(active, ready, succeeded int32) []trainerv1alpha1.JobStatus {
+		return []trainerv1alpha1.JobStatus{{Name: "node", Active: ptr.To(active), Ready: ptr.To(ready), Succeeded: ptr.To(succeeded)}}
+	}
+	for _, tc := range []struct {
+		job   *trainerv1alpha1.TrainJob
+		state string
+	}{
+		{job(nil), "Pending"},
+		{job(node(1, 0, 0)), "Created"},
+		{job(node(1, 1, 0)), "Running"},
+		{job(node(1, 1, 0), metav1.Condition{Type: "Suspended", Status: metav1.ConditionFalse}), "Running"},
+		{job(node(0, 0, 0), metav1.Condition{Type: "Suspended", Status: metav1.ConditionTrue}), "Suspended"},
+		{job(node(0, 0, 1), metav1.Condition{Type: "Complete", Status: metav1.ConditionTrue}), "Complete"},
+	} {
+		if r := TrainJobRow(tc.job, now); r.State != tc.state {
+			t.Errorf("counts %+v conditions %+v: state %s, want %s", tc.job.Status.JobsStatus, tc.job.Status.Conditions, r.State, tc.state)
 		}
 	}
 }

@@ -372,8 +372,8 @@ func statusMiB(pid int, field string) (float64, error) {
 }
 
 // observeTrainJobs is the observer of a TrainJob run: pods are the TrainJob's by their JobSet's
-// name, its status says it runs once its counts do (jobsRun), and it is done at its Complete
-// condition.
+// name, its status says it runs once its counts do (JobsRun, as Trainer and kiln both write them),
+// and it is done at its Complete condition.
 func observeTrainJobs(ctx context.Context, cfg *rest.Config, jobs []*trainerv1alpha1.TrainJob) (*observer, error) {
 	expected := map[string]int{}
 	for _, j := range jobs {
@@ -382,23 +382,11 @@ func observeTrainJobs(ctx context.Context, cfg *rest.Config, jobs []*trainerv1al
 	o := newObserver(expected, true, "", func(p *corev1.Pod) string { return p.Labels["jobset.sigs.k8s.io/jobset-name"] })
 	return o, o.watch(ctx, cfg, []client.Object{&trainerv1alpha1.TrainJob{}}, func(obj any) {
 		if j, ok := obj.(*trainerv1alpha1.TrainJob); ok {
-			o.jobChanged(j, jobsRun(j.Status.JobsStatus),
+			o.jobChanged(j, trainerv1alpha1.JobsRun(j.Status.JobsStatus),
 				meta.IsStatusConditionTrue(j.Status.Conditions, trainerv1alpha1.TrainJobComplete),
 				func() string { return fmt.Sprintf("%v", j.Status.Conditions) })
 		}
 	})
-}
-
-// jobsRun says a status's counts have every Job of the JobSet with its pods ready (or done), as
-// Trainer and kiln both write them.
-func jobsRun(counts []trainerv1alpha1.JobStatus) bool {
-	for _, c := range counts {
-		active, ready, succeeded := ptr.Deref(c.Active, 0), ptr.Deref(c.Ready, 0), ptr.Deref(c.Succeeded, 0)
-		if ready < active || active+succeeded == 0 {
-			return false
-		}
-	}
-	return len(counts) > 0
 }
 
 // trainJobMarkdown is the TrainJob table: kiln next to Kubeflow Trainer, and their ratio.

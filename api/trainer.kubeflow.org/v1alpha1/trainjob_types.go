@@ -393,6 +393,23 @@ type JobStatus struct {
 	Suspended *int32 `json:"suspended,omitempty"`
 }
 
+// JobsRun says the counts show every Job made so far with its pods ready or done, and one at
+// least: the TrainJob runs (what Kubeflow's SDK reports as Running, from the pods).
+func JobsRun(counts []JobStatus) bool {
+	n := func(p *int32) int32 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	for _, c := range counts {
+		if active := n(c.Active); n(c.Ready) < active || active+n(c.Succeeded) == 0 {
+			return false
+		}
+	}
+	return len(counts) > 0
+}
+
 // TrainerStatus is the training code's progress.
 // +kubebuilder:validation:XValidation:rule="has(self.lastUpdatedTime)",message="trainerStatus needs lastUpdatedTime"
 type TrainerStatus struct {
