@@ -66,7 +66,7 @@ func nodePods(t *testing.T, j *trainerv1alpha1.TrainJob) []corev1.Pod {
 func TestTorchTrainJobOnJobSet(t *testing.T) {
 	cluster.InstallTrainerRuntimes(t)
 	ns := cluster.Namespace(t)
-	seen := conditionsSeen(t, ns)
+	seen := statusesSeen(t, ns)
 	j := trainJob(t, ns, "mnist", "torch-distributed", 2, "0")
 	testenv.EventuallyWithin(t, 2*timeout, func() error { return testenv.Count("node pods", len(nodePods(t, j)), 2) })
 	ranks := map[string]bool{}
@@ -91,31 +91,32 @@ func TestTorchTrainJobOnJobSet(t *testing.T) {
 	if s := done.Status.JobsStatus; len(s) != 1 || s[0].Name != "node" || ptr.Deref(s[0].Succeeded, 0) != 1 {
 		t.Errorf("jobsStatus %+v, want node with its Job succeeded", s)
 	}
-	// Kubeflow's SDK reports a TrainJob Running from its pods only while it has no condition: a
-	// run that nothing held had none until it ended.
-	for _, conds := range seen() {
-		if len(conds) > 0 && !slices.ContainsFunc(conds, func(c metav1.Condition) bool { return c.Type == "Complete" }) {
-			t.Errorf("a version of the running TrainJob had conditions %+v", conds)
+	// Kubeflow's SDK reports a TrainJob Running from its pods only while it has no condition: once
+	// its JobSet was made (its Jobs counted), a run that nothing held had none until it ended. (Before,
+	// kiln may have said it waits for the runtime just installed, which its cache had not seen yet.)
+	for _, v := range seen() {
+		if len(v.JobsStatus) > 0 && len(v.Conditions) > 0 && !meta.IsStatusConditionTrue(v.Conditions, "Complete") {
+			t.Errorf("a version of the TrainJob with its JobSet made had conditions %+v", v.Conditions)
 		}
 	}
 }
 
-// conditionsSeen watches the TrainJobs of namespace ns from now on and returns what gives the
-// conditions of every version seen so far.
-func conditionsSeen(t *testing.T, ns string) func() [][]metav1.Condition {
+// statusesSeen watches the TrainJobs of namespace ns from now on and returns what gives the
+// status of every version seen so far.
+func statusesSeen(t *testing.T, ns string) func() []trainerv1alpha1.TrainJobStatus {
 	w := cluster.Watch(t, &trainerv1alpha1.TrainJobList{}, ns)
 	var mu sync.Mutex
-	var seen [][]metav1.Condition
+	var seen []trainerv1alpha1.TrainJobStatus
 	go func() {
 		for ev := range w.ResultChan() {
 			if j, ok := ev.Object.(*trainerv1alpha1.TrainJob); ok {
 				mu.Lock()
-				seen = append(seen, j.Status.Conditions)
+				seen = append(seen, j.Status)
 				mu.Unlock()
 			}
 		}
 	}()
-	return func() [][]metav1.Condition {
+	return func() []trainerv1alpha1.TrainJobStatus {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(seen)

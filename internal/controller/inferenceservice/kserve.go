@@ -551,8 +551,6 @@ func kserveHeld(st kservev1beta1.InferenceServiceStatus, e *endpoint, seen obser
 	active := kservev1beta1.Pending
 	if ok {
 		serves, active = "Deployment "+seen.stable.Name+", which it made before, serves on", kservev1beta1.Loaded
-	} else {
-		st.URL = ""
 	}
 	set(kservev1beta1.ConditionReady, false, r.reason, r.message+"; kiln changes nothing until the spec can be served: "+serves)
 	st.ModelStatus.TransitionStatus = kservev1beta1.InvalidSpec

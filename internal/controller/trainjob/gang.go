@@ -28,14 +28,17 @@ func gangBackend(configured gang.Backend, rt *trainerv1alpha1.TrainingRuntimeSpe
 	return gang.ForName(gang.NameSchedulerPlugins)
 }
 
-// groupOf is the TrainJob's group: every pod of its JobSet, each replicated job's pods with the
-// requests of their template, under the runtime's coscheduling timeout, at the pods' priority.
-func groupOf(job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, js *jobsetv1alpha2.JobSet) gang.Group {
+// groupOf is the TrainJob's group of backend b: every pod of its JobSet, each replicated job's
+// pods with the requests of their template, under the runtime's coscheduling timeout; a Volcano
+// group at the pods' priority, as Trainer gives it (the last one set; other backends' groups take
+// none, as in Trainer, and a native PodGroup's could not change).
+func groupOf(b gang.Backend, job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, js *jobsetv1alpha2.JobSet) gang.Group {
 	var pods []gang.Pod
 	policy := &gang.Policy{}
+	_, volcano := b.(gang.Volcano)
 	for _, rj := range js.Spec.ReplicatedJobs {
-		if pc := rj.Template.Spec.Template.Spec.PriorityClassName; pc != "" {
-			policy.PriorityClass = pc // the pods' priority, as Trainer gives its Volcano group (the last one set)
+		if pc := rj.Template.Spec.Template.Spec.PriorityClassName; pc != "" && volcano {
+			policy.PriorityClass = pc
 		}
 		pod := gang.Pod{Role: rj.Name}
 		for _, c := range rj.Template.Spec.Template.Spec.Containers {

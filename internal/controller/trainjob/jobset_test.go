@@ -15,6 +15,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainerv1alpha1 "github.com/kiln-ml/kiln/api/trainer.kubeflow.org/v1alpha1"
+	"github.com/kiln-ml/kiln/internal/gang"
 )
 
 // runtimeOf is a runtime of one trainer step "node" under policy, its container requesting r.
@@ -168,7 +169,7 @@ func TestBuildingLeavesTheRuntimeAsItIs(t *testing.T) {
 		if p.Reason != "" {
 			t.Fatalf("%+v: %s", policy, p.Message)
 		}
-		groupOf(job, rt, js)
+		groupOf(gang.Volcano{}, job, rt, js)
 		ReservedEnv(rt)
 		if diff := cmp.Diff(before, rt); diff != "" {
 			t.Errorf("%+v: building changed the runtime (-before +after):\n%s", policy, diff)
@@ -300,7 +301,7 @@ func TestAnInitializerNeedsItsStep(t *testing.T) {
 	}
 }
 
-// A TrainJob's gang group has its pods' priority class, as Trainer gives its Volcano PodGroup.
+// A TrainJob's Volcano group has its pods' priority class, as Trainer gives it.
 func TestTheGroupHasThePodsPriority(t *testing.T) {
 	rt := runtimeOf(trainerv1alpha1.MLPolicySource{Torch: &trainerv1alpha1.TorchMLPolicySource{}}, nil)
 	rt.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{PodGroupPolicySource: trainerv1alpha1.PodGroupPolicySource{Volcano: &trainerv1alpha1.VolcanoPodGroupPolicySource{}}}
@@ -310,7 +311,10 @@ func TestTheGroupHasThePodsPriority(t *testing.T) {
 	if p.Reason != "" {
 		t.Fatal(p.Message)
 	}
-	if g := groupOf(job, rt, js); g.PriorityClass != "training-high" || g.MinMember != 2 {
-		t.Errorf("group priority class %q, min member %d; want training-high and 2", g.PriorityClass, g.MinMember)
+	if g := groupOf(gang.Volcano{}, job, rt, js); g.PriorityClass != "training-high" || g.MinMember != 2 {
+		t.Errorf("Volcano group priority class %q, min member %d; want training-high and 2", g.PriorityClass, g.MinMember)
+	}
+	if g := groupOf(gang.Native{}, job, rt, js); g.PriorityClass != "" {
+		t.Errorf("native group priority class %q, want none (Trainer gives one to Volcano's alone; a native PodGroup's cannot change)", g.PriorityClass)
 	}
 }

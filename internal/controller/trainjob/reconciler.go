@@ -8,6 +8,7 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,9 @@ type Reconciler struct {
 	// group (a gang.Synced), forgotten when the TrainJob is gone.
 	gang   gang.Backend
 	groups sync.Map
+	// ran holds the UID of each TrainJob whose first run this kiln told (its time to running is
+	// observed once: not again when its pods become ready again), forgotten when it is gone.
+	ran sync.Map
 	// Burst holds the JobSet of TrainJobs that arrive in a burst of submissions until it is in
 	// (shared with every kind: internal/burst); nil holds none. wakes queues them then.
 	Burst *burst.Gate
@@ -174,7 +178,7 @@ func (r *Reconciler) waitingFor(kind string) func(context.Context, client.Object
 		}
 		var out []reconcile.Request
 		for _, j := range jobs.Items {
-			if refKind(&j) == kind && j.Spec.RuntimeRef.Name == o.GetName() && !madeJobSet(&j) {
+			if refKind(&j) == kind && j.Spec.RuntimeRef.Name == o.GetName() && (!madeJobSet(&j) || meta.IsStatusConditionFalse(j.Status.Conditions, trainerv1alpha1.TrainJobCreated)) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
 			}
 		}
@@ -191,6 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
 		if apierrors.IsNotFound(err) {
 			r.groups.Delete(req.NamespacedName)
+			r.ran.Delete(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -285,7 +290,7 @@ func runsAsMade(job *trainerv1alpha1.TrainJob, js *jobsetv1alpha2.JobSet) bool {
 // brings the one there is in line.
 func (r *Reconciler) syncJobSet(ctx context.Context, job *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.TrainingRuntimeSpec, desired *jobsetv1alpha2.JobSet, o *observed) error {
 	if b := gangBackend(r.gang, rt); b != nil {
-		g := groupOf(job, rt, desired)
+		g := groupOf(b, job, rt, desired)
 		decorate(b, g.Name, desired)
 		st, err := r.syncGroup(ctx, job, b, groupObject(b, job, g))
 		if err != nil && st.Waiting == "" {
@@ -360,7 +365,7 @@ func (r *Reconciler) removeGroup(ctx context.Context, job *trainerv1alpha1.Train
 	if p.Reason != "" {
 		return nil
 	}
-	_, err = r.syncGroup(ctx, job, b, groupObject(b, job, groupOf(job, rt, desired)))
+	_, err = r.syncGroup(ctx, job, b, groupObject(b, job, groupOf(b, job, rt, desired)))
 	return err
 }
 
@@ -431,9 +436,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *trainerv1alpha1.Train
 		}
 		return fmt.Errorf("writing status of TrainJob %s: %w", job.Name, err)
 	}
-	r.tell.Tell(job, told(job, job.Status, st, o.jobSet))
+	r.tell.Tell(job, r.firstRun(job, told(job, job.Status, st, o.jobSet)))
 	job.Status = st
 	return nil
+}
+
+// firstRun keeps t's Running change only the first time this kiln tells it of job: pods that
+// become ready again (a pod's restart, a resumption) do not count again in the time to running.
+// After a restart of kiln, a run already told is told again only if its pods become ready anew.
+func (r *Reconciler) firstRun(job *trainerv1alpha1.TrainJob, t transition.Told) transition.Told {
+	i := slices.Index(t.Changes, transition.Running)
+	if i < 0 {
+		return t
+	}
+	if uid, told := r.ran.Swap(client.ObjectKeyFromObject(job), job.UID); told && uid == job.UID {
+		t.Changes = slices.Delete(t.Changes, i, i+1)
+	}
+	return t
 }
 
 // minPositive is the smaller of a and b, ignoring zero.

@@ -131,6 +131,7 @@ func why(job *trainerv1alpha1.TrainJob, o observed, had, suspended, ended bool) 
 	case js == nil && had:
 		// Being made: said only in place of what was said before (a status is never emptied).
 		return explanation{trainerv1alpha1.TrainJobCreated, false, reasonCreatingJobSet, "creating JobSet " + job.Name}
+	case js == nil:
 	case o.problem.Reason != "" && (suspended || ptr.Deref(js.Spec.Suspend, false)):
 		return explanation{trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet " + js.Name + " created; now: " + o.problem.Message}
 	case o.waiting != "" && !suspended && !allReady(jobsStatus(js), replicatedJobs(js)):
@@ -225,12 +226,10 @@ func told(job *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus,
 		if len(old.JobsStatus) == 0 {
 			t.Event(corev1.EventTypeNormal, reasonJobSetCreated, fmt.Sprintf("TrainJob %s: JobSet %s created", job.Name, js.Name))
 		}
-		if jobs := replicatedJobs(js); allReady(st.JobsStatus, jobs) && !allReady(old.JobsStatus, jobs) {
+		ended := meta.IsStatusConditionTrue(st.Conditions, trainerv1alpha1.TrainJobComplete) || meta.IsStatusConditionTrue(st.Conditions, trainerv1alpha1.TrainJobFailed)
+		if jobs := replicatedJobs(js); !ended && allReady(st.JobsStatus, jobs) && !allReady(old.JobsStatus, jobs) {
 			t.Event(corev1.EventTypeNormal, "JobsReady", fmt.Sprintf("TrainJob %s: all %d Jobs of JobSet %s have their pods ready", job.Name, jobs, js.Name))
-			if js.Status.Restarts == 0 {
-				// Not again for a JobSet's restart; a resumption that runs again counts again.
-				t.Changes = append(t.Changes, transition.Running)
-			}
+			t.Changes = append(t.Changes, transition.Running) // the reconciler keeps the first (firstRun)
 		}
 	}
 	for _, c := range st.Conditions {

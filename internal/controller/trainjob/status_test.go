@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,5 +166,36 @@ func TestToldFromTheCounts(t *testing.T) {
 	again := told(job, trainerv1alpha1.TrainJobStatus{JobsStatus: counts(1)}, trainerv1alpha1.TrainJobStatus{JobsStatus: counts(1)}, js)
 	if len(again.Events) > 0 || len(again.Changes) > 0 {
 		t.Errorf("nothing new: events %v, changes %v", reasons(again), again.Changes)
+	}
+}
+
+// The time to running is observed once per TrainJob: not for a write that completes it, and not
+// again when its pods become ready again; a new TrainJob of the same name counts anew.
+func TestTheFirstRunIsToldOnce(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "j"}}
+	js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}
+	counts := func(ready, succeeded int32) []trainerv1alpha1.JobStatus {
+		return []trainerv1alpha1.JobStatus{{Name: "node", Active: ptr.To(1 - succeeded), Ready: ptr.To(ready), Succeeded: ptr.To(succeeded)}}
+	}
+	job := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "1"}}
+	r := &Reconciler{}
+	runs := func(j *trainerv1alpha1.TrainJob, old, st trainerv1alpha1.TrainJobStatus) bool {
+		return slices.Contains(r.firstRun(j, told(j, old, st, js)).Changes, transition.Running)
+	}
+	notReady, ready := trainerv1alpha1.TrainJobStatus{JobsStatus: counts(0, 0)}, trainerv1alpha1.TrainJobStatus{JobsStatus: counts(1, 0)}
+	complete := trainerv1alpha1.TrainJobStatus{JobsStatus: counts(0, 1), Conditions: []metav1.Condition{{Type: trainerv1alpha1.TrainJobComplete, Status: metav1.ConditionTrue}}}
+	if runs(job, notReady, complete) {
+		t.Error("a write that completes the TrainJob told its first run")
+	}
+	if !runs(job, notReady, ready) {
+		t.Error("the first run was not told")
+	}
+	if runs(job, notReady, ready) {
+		t.Error("pods ready again told a first run again")
+	}
+	again := job.DeepCopy()
+	again.UID = "2"
+	if !runs(again, notReady, ready) {
+		t.Error("a new TrainJob of the same name: its first run was not told")
 	}
 }

@@ -4,9 +4,11 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -602,11 +604,11 @@ func labelThroughTheWebhooks(t *testing.T, j client.Object) {
 	t.Helper()
 	ready(t)
 	testenv.Eventually(t, func() error {
-		fresh := &kubeflowv1.TFJob{}
+		fresh := reflect.New(reflect.TypeOf(j).Elem()).Interface().(client.Object) // of j's kind
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
 			return err
 		}
-		fresh.Labels = map[string]string{"team": "vision"}
+		fresh.SetLabels(map[string]string{"team": "vision"})
 		return env.Client.Update(context.Background(), fresh)
 	})
 }
@@ -638,5 +640,53 @@ func TestWebhookServerSpeaksHTTP1Only(t *testing.T) {
 	addr := net.JoinHostPort(opts.Webhook.Host, strconv.Itoa(opts.Webhook.Port))
 	if proto := testenv.NegotiatedProtocol(t, addr); proto != "http/1.1" {
 		t.Errorf("the webhook server agreed to speak %q, want http/1.1", proto)
+	}
+}
+
+// A TrainJob stored with a problem its runtime makes (an initializer whose step the runtime
+// lacks, accepted before kiln refused it) stays updatable through the webhooks' ratchet, for
+// Kueue's suspension and placement and a label; an update that adds another problem is refused.
+func TestStoredTrainJobsWithAProblemStayUpdatable(t *testing.T) {
+	ready(t)
+	ns := env.Namespace(t)
+	j := trainJob(func(j *trainerv1alpha1.TrainJob) {
+		j.Spec.Initializer = &trainerv1alpha1.Initializer{Dataset: &trainerv1alpha1.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}}
+	})(ns).(*trainerv1alpha1.TrainJob)
+	if err := createWithoutWebhooks(t, j); err != nil {
+		t.Fatal(err)
+	}
+	labelThroughTheWebhooks(t, j)
+	update := func(edit func(*trainerv1alpha1.TrainJobSpec)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			fresh := &trainerv1alpha1.TrainJob{}
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), fresh); err != nil {
+				return err
+			}
+			edit(&fresh.Spec)
+			return env.Client.Update(context.Background(), fresh)
+		})
+	}
+	testenv.Eventually(t, func() error { // the webhooks have read the runtime
+		another := j.DeepCopy()
+		another.ResourceVersion, another.Name = "", "another"
+		if err := env.Client.Create(context.Background(), another, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "spec.initializer.dataset") {
+			return fmt.Errorf("creating another such TrainJob: %v, want it refused naming spec.initializer.dataset", err)
+		}
+		return nil
+	})
+	// As Kueue suspends it and gives it its placement.
+	if err := update(func(s *trainerv1alpha1.TrainJobSpec) {
+		s.Suspend = ptr.To(true)
+		s.RuntimePatches = []trainerv1alpha1.RuntimePatch{nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})}
+	}); err != nil {
+		t.Fatalf("suspending it with a placement patch: %v, want it accepted", err)
+	}
+	err := update(func(s *trainerv1alpha1.TrainJobSpec) {
+		p := nodePatch(&trainerv1alpha1.PodSpecPatch{NodeSelector: map[string]string{"pool": "a"}})
+		p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Name = "workers"
+		s.RuntimePatches = []trainerv1alpha1.RuntimePatch{p}
+	})
+	if err == nil || !strings.Contains(err.Error(), "spec.runtimePatches[0]") {
+		t.Fatalf("an update adding a patch of a replicated job the runtime lacks: %v, want it refused naming the patch", err)
 	}
 }
