@@ -446,7 +446,13 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: isvc.Generation, LastTransitionTime: seen.now})
 	}
 	if seen.stopped || (seen.refused != nil && seen.stable == nil) { // nothing runs: no address, runtime or model to speak of
+		was := st
 		st = kservev1beta1.InferenceServiceStatus{ObservedGeneration: isvc.Generation, DeploymentMode: st.DeploymentMode, Conditions: st.Conditions}
+		if !seen.stopped {
+			// Refused, nothing deleted: what an earlier spec made (a predictor under its former
+			// name, a canary) is remembered, to go once a spec runs (retiredPredictors).
+			st.Components, st.CanaryStatuses = was.Components, was.CanaryStatuses
+		}
 	}
 	if seen.stopped {
 		msg := kserveStop + " is true: the predictor's objects are deleted; remove the annotation to serve again"
@@ -466,9 +472,7 @@ func kserveStatus(isvc *kservev1beta1.InferenceService, e *endpoint, seen observ
 		if r.reason == reasonModeNotServed {
 			st.DeploymentMode = ""
 		}
-		for _, c := range []string{kservev1beta1.ConditionPredictorReady, kservev1beta1.ConditionIngressReady} {
-			meta.RemoveStatusCondition(&st.Conditions, c)
-		}
+		meta.RemoveStatusCondition(&st.Conditions, kservev1beta1.ConditionPredictorReady) // IngressReady stays: whether kiln made an Ingress (ingressMade)
 		set(kservev1beta1.ConditionPredictorReady, false, r.reason, r.message)
 		set(kservev1beta1.ConditionReady, false, r.reason, r.message)
 		st.ModelStatus = kservev1beta1.ModelStatus{TransitionStatus: kservev1beta1.InvalidSpec,

@@ -350,3 +350,27 @@ spec:
 		t.Errorf("url %q while no predictor pod is ready", st.URL)
 	}
 }
+
+// A refused spec that renames the predictor finds no Deployment under the new name and deletes
+// nothing: the status still remembers the predictor the former name made, which goes once a spec
+// runs (retiredPredictors), and whether kiln made an Ingress.
+func TestARefusedRenameRemembersWhatRan(t *testing.T) {
+	isvc, e := kserveEndpoint(t, `
+metadata: {name: x, namespace: ns, generation: 2}
+spec: {predictor: {name: blue, sklearn: {storageUri: "gs://m/v1"}}}
+status:
+  components: {predictor: {latestCreatedRevision: x-predictor-abc}}
+  conditions: [{type: IngressReady, status: "True", reason: IngressAdmitted, lastTransitionTime: "2026-12-08T00:00:00Z"}]
+`, kserveAPI{})
+	st := kserveStatus(isvc, &e, observed{refused: &refused{"RuntimeNotRecognized", "no runtime named team-sklearn"}})
+	isvc.Status = st
+	if got := retiredPredictors(isvc); !slices.Contains(got, "x-predictor") {
+		t.Errorf("retired predictors %v, want x-predictor remembered", got)
+	}
+	if ingressMade(isvc) != "x" {
+		t.Errorf("ingress made %q, want x remembered (conditions %+v)", ingressMade(isvc), st.Conditions)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c == nil || c.Reason != "RuntimeNotRecognized" || st.URL != "" {
+		t.Errorf("Ready %+v url %q, want RuntimeNotRecognized and no url", c, st.URL)
+	}
+}
