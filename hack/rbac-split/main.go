@@ -28,8 +28,9 @@ import (
 var clusterScoped = []string{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}
 
 // clusterScopedResources are the cluster-scoped resources of otherwise namespaced groups:
-// ClusterTrainingRuntimes, which TrainJobs of every namespace name.
-var clusterScopedResources = map[string][]string{"trainer.kubeflow.org": {"clustertrainingruntimes"}}
+// ClusterTrainingRuntimes, which TrainJobs of every namespace name, and ClusterServingRuntimes,
+// which KServe's InferenceServices of every namespace may run on.
+var clusterScopedResources = map[string][]string{"trainer.kubeflow.org": {"clustertrainingruntimes"}, "serving.kserve.io": {"clusterservingruntimes"}}
 
 // splitClusterResources moves a rule's cluster-scoped resources of a namespaced group into a
 // rule of their own (controller-gen merges rules of one group and verbs).
