@@ -111,9 +111,10 @@ func TestNamespacedComponentGrantsNoClusterRightsOnJobs(t *testing.T) {
 	if role.Name != "kiln-manager" || len(role.Rules) == 0 {
 		t.Fatalf("cluster_role.yaml holds %q with %d rules, want the kiln-manager ClusterRole's cluster-scoped rules", role.Name, len(role.Rules))
 	}
+	runtimes := map[string]string{"trainer.kubeflow.org": "clustertrainingruntimes", "serving.kserve.io": "clusterservingruntimes"}
 	for _, r := range role.Rules {
-		if slices.Equal(r.APIGroups, []string{"trainer.kubeflow.org"}) && slices.Equal(r.Resources, []string{"clustertrainingruntimes"}) && slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
-			continue // TrainJobs of every namespace name cluster runtimes: read only
+		if len(r.APIGroups) == 1 && slices.Equal(r.Resources, []string{runtimes[r.APIGroups[0]]}) && slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
+			continue // TrainJobs and KServe's InferenceServices of every namespace name cluster runtimes: read only
 		}
 		for _, g := range r.APIGroups {
 			if !slices.Contains([]string{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}, g) {
