@@ -328,8 +328,9 @@ func TestNamespacedInstallGrantsRolesNotClusterRights(t *testing.T) {
 	rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
 	for _, r := range rules {
 		rule := r.(map[string]any)
-		if fmt.Sprint(rule["apiGroups"]) == "[trainer.kubeflow.org]" && fmt.Sprint(rule["resources"]) == "[clustertrainingruntimes]" && fmt.Sprint(rule["verbs"]) == "[get list watch]" {
-			continue // TrainJobs of every namespace name cluster runtimes: read only
+		runtimes := map[string]string{"[trainer.kubeflow.org]": "[clustertrainingruntimes]", "[serving.kserve.io]": "[clusterservingruntimes]"}
+		if fmt.Sprint(rule["resources"]) == runtimes[fmt.Sprint(rule["apiGroups"])] && fmt.Sprint(rule["verbs"]) == "[get list watch]" {
+			continue // TrainJobs and KServe's InferenceServices of every namespace name cluster runtimes: read only
 		}
 		for _, g := range rule["apiGroups"].([]any) {
 			if !slices.Contains([]any{"admissionregistration.k8s.io", "apiextensions.k8s.io", "authentication.k8s.io", "authorization.k8s.io"}, g) {
