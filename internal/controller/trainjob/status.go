@@ -96,7 +96,7 @@ func status(job *trainerv1alpha1.TrainJob, o observed) trainerv1alpha1.TrainJobS
 		set(trainerv1alpha1.TrainJobComplete, true, doneReason, doneMsg)
 	}
 	had := meta.FindStatusCondition(st.Conditions, trainerv1alpha1.TrainJobCreated) != nil
-	w := why(job, o, had, suspended, failed || complete)
+	w := why(job, o, st.JobsStatus, had, suspended, failed || complete)
 	for _, typ := range []string{trainerv1alpha1.TrainJobCreated, trainerv1alpha1.TrainJobRunning} {
 		if typ != w.typ {
 			meta.RemoveStatusCondition(&st.Conditions, typ)
@@ -120,7 +120,7 @@ type explanation struct {
 // waits to be placed. Kubeflow's SDK reports a TrainJob Running only while its status has no
 // condition at all, so kiln writes one only where the TrainJob's pods cannot all run, and none
 // once they may, or the run ended (docs/decisions.md, 28).
-func why(job *trainerv1alpha1.TrainJob, o observed, had, suspended, ended bool) explanation {
+func why(job *trainerv1alpha1.TrainJob, o observed, counts []trainerv1alpha1.JobStatus, had, suspended, ended bool) explanation {
 	js := o.jobSet
 	switch {
 	case ended:
@@ -134,7 +134,7 @@ func why(job *trainerv1alpha1.TrainJob, o observed, had, suspended, ended bool) 
 	case js == nil:
 	case o.problem.Reason != "" && (suspended || ptr.Deref(js.Spec.Suspend, false)):
 		return explanation{trainerv1alpha1.TrainJobCreated, true, reasonJobSetCreated, "JobSet " + js.Name + " created; now: " + o.problem.Message}
-	case o.waiting != "" && !suspended && !allReady(jobsStatus(js), replicatedJobs(js)):
+	case o.waiting != "" && !suspended && !allReady(counts, replicatedJobs(js)):
 		return explanation{trainerv1alpha1.TrainJobRunning, false, "WaitingForGang", o.waiting}
 	}
 	return explanation{}
@@ -178,13 +178,14 @@ func replicatedJobs(js *jobsetv1alpha2.JobSet) int32 {
 	return n
 }
 
-// allReady says every one of the jobs Jobs has its pods ready (or done), by a status's counts.
+// allReady says the counts have all of the JobSet's jobs Jobs, each with its pods ready or done
+// (JobsRun, which the status's readers use, counting the Jobs made so far).
 func allReady(counts []trainerv1alpha1.JobStatus, jobs int32) bool {
-	var ready int32
+	var made int32
 	for _, s := range counts {
-		ready += ptr.Deref(s.Ready, 0) + ptr.Deref(s.Succeeded, 0)
+		made += ptr.Deref(s.Active, 0) + ptr.Deref(s.Succeeded, 0)
 	}
-	return jobs > 0 && ready >= jobs
+	return made >= jobs && trainerv1alpha1.JobsRun(counts)
 }
 
 func jobSetCondition(js *jobsetv1alpha2.JobSet, t jobsetv1alpha2.JobSetConditionType) *metav1.Condition {
